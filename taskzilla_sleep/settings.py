@@ -1,0 +1,307 @@
+"""One typed Settings object: YAML (config/default.yaml < --config FILE) < env < command-line flags.
+
+Env overrides use ``TASKZILLA__SECTION__KEY`` (e.g. ``TASKZILLA__GRAPH__BACKEND=neo4j``).
+Secrets are read from the environment only (see :class:`Secrets`) and are never part of the
+settings that get printed or logged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from datetime import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from taskzilla_sleep.errors import ConfigError
+
+ENV_PREFIX = "TASKZILLA__"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GraphSettings(_Section):
+    backend: Literal["falkordb", "neo4j"] = "falkordb"
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_database: str = "neo4j"
+    falkordb_graph: str = "taskzilla"
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    batch_size: int = Field(default=500, ge=1, le=10_000)
+
+
+class VectorSettings(_Section):
+    backend: Literal["chroma-embedded", "chroma-server"] = "chroma-embedded"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["offline", "litellm"] = "offline"
+    model: str = "all-MiniLM-L6-v2"
+    api_base: str | None = None
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+
+
+class LLMSettings(_Section):
+    model: str | None = None  # None: the offline provider (deterministic, no network)
+    api_base: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0, le=900)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    max_concurrency: int = Field(default=4, ge=1, le=64)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+
+
+class ConnectorRule(_Section):
+    """A connected tool whose content the bot can re-derive live; matching episodes are skipped."""
+
+    connected: bool = True
+    patterns: list[str] = Field(default_factory=list)
+
+    @field_validator("patterns")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {p!r}: {exc}") from exc
+        return v
+
+
+class IngestSettings(_Section):
+    max_text_chars: int = Field(default=8000, ge=1, le=1_000_000)
+    projects: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    write_discipline: dict[str, ConnectorRule] = Field(default_factory=dict)
+
+
+class PruneSettings(_Section):
+    stale_after_days: int = Field(default=30, ge=1)
+    match_threshold: float = Field(default=0.55, ge=-1, le=1)
+
+
+class DistillSettings(_Section):
+    min_episodes: int = Field(default=3, ge=2)
+    confidence_floor: float = Field(default=0.80, ge=0, le=1)
+    similarity_threshold: float = Field(default=0.60, ge=-1, le=1)
+    match_threshold: float = Field(default=0.85, ge=-1, le=1)
+
+
+class ReflectSettings(_Section):
+    stale_after_days: int = Field(default=90, ge=1)
+    neighbours: int = Field(default=5, ge=1, le=100)
+
+
+class DecaySettings(_Section):
+    grace_hours: float = Field(default=72, ge=0)
+
+
+class WatchdogSettings(_Section):
+    enabled: bool = True
+    episode_threshold: int = Field(default=3, ge=1)
+    cooldown_minutes: float = Field(default=30, ge=0)
+    lookback_hours: float = Field(default=2, gt=0)
+
+
+class ScheduleSettings(_Section):
+    timezone: str = "Europe/Amsterdam"
+    prune: time = time(3, 5)
+    distill: time = time(3, 10)
+    reflect: time = time(3, 15)
+    decay: time = time(3, 25)
+    misfire_grace_minutes: int = Field(default=60, ge=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {v!r}") from exc
+        return v
+
+
+class MemoryIndexSettings(_Section):
+    max_entries: int = Field(default=50, ge=1, le=500)
+    max_chars: int = Field(default=150, ge=20, le=1000)
+    min_topic_patterns: int = Field(default=3, ge=1)
+    dir: Path | None = None  # default: DATA_DIR/memory
+
+
+class ApiSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    max_body_bytes: int = Field(default=5_000_000, ge=1024)
+
+
+class Settings(_Section):
+    data_dir: Path = Field(default_factory=lambda: default_data_dir())
+    graph: GraphSettings = GraphSettings()
+    vector: VectorSettings = VectorSettings()
+    embeddings: EmbeddingSettings = EmbeddingSettings()
+    llm: LLMSettings = LLMSettings()
+    ingest: IngestSettings = IngestSettings()
+    prune: PruneSettings = PruneSettings()
+    distill: DistillSettings = DistillSettings()
+    reflect: ReflectSettings = ReflectSettings()
+    decay: DecaySettings = DecaySettings()
+    watchdog: WatchdogSettings = WatchdogSettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    memory_index: MemoryIndexSettings = MemoryIndexSettings()
+    api: ApiSettings = ApiSettings()
+    # Where the settings came from, for `status` (not a knob).
+    config_files: tuple[str, ...] = ()
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.memory_index.dir or self.data_dir / "memory"
+
+
+class Secrets(BaseModel):
+    """Credentials, from the environment only. ``repr`` and logs show ``**********``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    neo4j_password: SecretStr | None = None
+    chroma_token: SecretStr | None = None
+    api_token: SecretStr | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Secrets:
+        def get(*names: str) -> SecretStr | None:
+            for n in names:
+                if env.get(n):
+                    return SecretStr(env[n])
+            return None
+
+        return cls(
+            neo4j_password=get("TASKZILLA_NEO4J_PASSWORD", "NEO4J_PASSWORD"),
+            chroma_token=get("TASKZILLA_CHROMA_TOKEN", "CHROMA_TOKEN"),
+            api_token=get("TASKZILLA_API_TOKEN"),
+        )
+
+
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "taskzilla-sleep"
+
+
+def packaged_default_yaml() -> str:
+    return resources.files("taskzilla_sleep").joinpath("data/default.yaml").read_text(encoding="utf-8")
+
+
+def _deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any, origin: str) -> None:
+    parts = [p for p in dotted.split(".") if p]
+    if not parts:
+        raise ConfigError(f"config error: empty key in {origin}")
+    node = tree
+    for p in parts[:-1]:
+        child = node.get(p)
+        if not isinstance(child, dict):
+            child = {}
+            node[p] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _parse_scalar(raw: str) -> Any:
+    """Env and --set values are YAML scalars: 'true', '3', '0.8', '[a, b]' parse as expected."""
+    try:
+        return yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError:
+        return raw
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"config error: cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config error: {path}{where}: not valid YAML") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config error: {path}: the top level must be a mapping of sections")
+    return data
+
+
+def load_settings(
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build Settings from the packaged defaults, an optional YAML file, env and flag overrides.
+
+    Raises ConfigError (exit code 2) with one line: the key, the value and what is allowed.
+    """
+    env = os.environ if env is None else env
+    tree = yaml.safe_load(packaged_default_yaml()) or {}
+    origins: dict[str, str] = {}
+    files: list[str] = ["(packaged default)"]
+
+    config_file = config_file or (Path(env["TASKZILLA_CONFIG"]) if env.get("TASKZILLA_CONFIG") else None)
+    if config_file is not None:
+        tree = _deep_merge(tree, _read_yaml(config_file))
+        files.append(str(config_file))
+
+    if env.get("TASKZILLA_DATA_DIR"):
+        tree["data_dir"] = env["TASKZILLA_DATA_DIR"]
+        origins["data_dir"] = "TASKZILLA_DATA_DIR"
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
+        _set_path(tree, dotted, _parse_scalar(raw), name)
+        origins[dotted] = name
+    for dotted, value in (overrides or {}).items():
+        _set_path(tree, dotted, value, "command line")
+        origins[dotted] = "command line"
+
+    tree["config_files"] = tuple(files)
+    if tree.get("data_dir") in (None, ""):
+        tree["data_dir"] = str(default_data_dir(env))
+    try:
+        return Settings.model_validate(tree)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        value = err.get("input")
+        origin = origins.get(key) or (str(config_file) if config_file else "packaged default")
+        allowed = _allowed(err)
+        raise ConfigError(f"config error: {key} = {value!r} (from {origin}): {allowed}") from exc
+
+
+def _allowed(err: Any) -> str:
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown key (see config/taskzilla.yaml for every knob)"
+    if kind == "literal_error" and "expected" in ctx:
+        return f"must be one of {ctx['expected']}"
+    msg: str = err.get("msg", "invalid value")
+    return msg[0].lower() + msg[1:] if msg else "invalid value"

@@ -1,0 +1,111 @@
+"""`taskzilla-sleep status`: store sizes by status, backend health, config in use."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.settings import Secrets, Settings
+from taskzilla_sleep.stores.graph import GraphCounts, GraphStore
+from taskzilla_sleep.stores.vector import VectorStore
+
+
+class BackendHealth(BaseModel):
+    role: str
+    backend: str
+    where: str
+    reachable: bool
+    error: str | None = None
+
+
+class StatusReport(BaseModel):
+    config_files: list[str]
+    data_dir: str
+    graph: BackendHealth
+    vectors: BackendHealth
+    graph_counts: GraphCounts | None = None
+    vector_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return self.graph.reachable and self.vectors.reachable
+
+    def render(self) -> str:
+        lines = [
+            f"config:   {', '.join(self.config_files)}",
+            f"data dir: {self.data_dir}",
+        ]
+        for h in (self.graph, self.vectors):
+            state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
+            lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")
+        c = self.graph_counts
+        if c is not None:
+            lines.append("graph store:")
+            lines.append(f"  episodes        {_by_status(c.episodes)}")
+            lines.append(f"  patterns        {_by_status(c.patterns)}")
+            lines.append(f"  contradictions  {_by_status(c.contradictions)}")
+            lines.append(f"  entities {c.entities}, tombstones {c.tombstones}, relationships {c.relationships}")
+        if self.vectors.reachable:
+            lines.append("vector store:")
+            if not self.vector_counts:
+                lines.append("  (empty)")
+            for team, kinds in sorted(self.vector_counts.items()):
+                lines.append(f"  {team}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        return "\n".join(lines)
+
+
+def _by_status(d: dict[str, int]) -> str:
+    total = sum(d.values())
+    if not total:
+        return "0"
+    return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(d.items())) + ")"
+
+
+def collect_status(settings: Settings, secrets: Secrets) -> StatusReport:
+    from taskzilla_sleep.app import build_embedder, build_graph, build_vectors
+
+    graph: GraphStore | None = None
+    vectors: VectorStore | None = None
+    g = settings.graph
+    gh = BackendHealth(role="graph", backend=g.backend, where=_graph_where(settings), reachable=False)
+    vh = BackendHealth(role="vectors", backend=settings.vector.backend, where=_vector_where(settings), reachable=False)
+    report = StatusReport(
+        config_files=list(settings.config_files), data_dir=str(settings.data_dir), graph=gh, vectors=vh
+    )
+    try:
+        try:
+            graph = build_graph(settings, secrets)
+            graph.ping()
+            report.graph_counts = graph.counts()
+            gh.reachable = True
+        except StoreError as exc:
+            gh.error = str(exc)
+        try:
+            vectors = build_vectors(settings, build_embedder(settings))
+            vectors.ping()
+            for team in vectors.teams():
+                report.vector_counts[team] = {
+                    "episodes": vectors.count(team, "episodes"),
+                    "patterns": vectors.count(team, "patterns"),
+                }
+            vh.reachable = True
+        except StoreError as exc:
+            vh.error = str(exc)
+    finally:
+        if vectors is not None:
+            vectors.close()
+        if graph is not None:
+            graph.close()
+    return report
+
+
+def _graph_where(s: Settings) -> str:
+    if s.graph.backend == "neo4j":
+        return f"{s.graph.neo4j_uri} database={s.graph.neo4j_database}"
+    return str(s.data_dir / "falkordb")
+
+
+def _vector_where(s: Settings) -> str:
+    if s.vector.backend == "chroma-server":
+        return f"http://{s.vector.host}:{s.vector.port}"
+    return str(s.data_dir / "chroma")

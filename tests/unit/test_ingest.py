@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from taskzilla_sleep.entities import EntityExtractor
+from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, WriteDiscipline, parse_episode_lines
+from taskzilla_sleep.models import EpisodeStatus
+from taskzilla_sleep.reconcile import reconcile
+from taskzilla_sleep.settings import ConnectorRule
+from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def line(**over: object) -> str:
+    obj: dict[str, object] = {
+        "team": "platform",
+        "channel": "dev",
+        "author": "martin",
+        "text": "keep PRs small",
+        "ts": "2026-11-30T10:02:00+01:00",
+        "provenance": "human",
+    }
+    obj.update(over)
+    return json.dumps({k: v for k, v in obj.items() if v is not None})
+
+
+def make(
+    graph: MemoryGraphStore | None = None, vectors: MemoryVectorStore | None = None, **rules: ConnectorRule
+) -> tuple[Ingestor, MemoryGraphStore, MemoryVectorStore]:
+    g = graph or MemoryGraphStore()
+    v = vectors or MemoryVectorStore()
+    ing = Ingestor(g, v, EntityExtractor(["billing-api"], ["grafana"]), WriteDiscipline(rules), 200, lambda: NOW)
+    return ing, g, v
+
+
+@pytest.mark.parametrize(
+    ("bad", "field", "reason"),
+    [
+        (line(ts="2026-11-30T10:02:00"), "ts", "timestamp has no timezone"),
+        (line(provenance="robot"), "provenance", "must be one of human, bot, ai-draft, import"),
+        (line(team=None), "team", "required field is missing"),
+        (line(mood="happy"), "mood", "unknown field"),
+        (line(text="x" * 201), "text", "the limit is 200"),
+        (line(text="   "), "text", "text is blank"),
+        (line(ts="yesterday"), "ts", "datetime"),
+        (line(team="plat form"), "team", "not allowed"),
+    ],
+)
+def test_bad_line_names_line_field_and_reason(bad: str, field: str, reason: str) -> None:
+    lines = [line(text=f"episode {i}") for i in range(6)] + [bad] + [line(text="after")]
+    with pytest.raises(EpisodeFileError) as info:
+        parse_episode_lines(lines, "week.jsonl", 200)
+    err = info.value.errors[0]
+    assert (err.source, err.line, err.field) == ("week.jsonl", 7, field)
+    assert reason in err.reason
+    assert str(info.value).startswith(f"week.jsonl:7: field '{field}'")
+
+
+def test_not_json_and_not_object() -> None:
+    with pytest.raises(EpisodeFileError, match=r"f:2: not valid JSON") as info:
+        parse_episode_lines([line(), "{nope", "[1]"], "f", 200)
+    assert [e.line for e in info.value.errors] == [2, 3]
+    assert "expected a JSON object" in info.value.errors[1].reason
+
+
+def test_blank_lines_are_allowed_and_counted_in_line_numbers() -> None:
+    items = parse_episode_lines(["", line(), "  ", line(text="b")], "f", 200)
+    assert [n for n, _ in items] == [2, 4]
+
+
+def test_bad_file_writes_nothing_to_either_store() -> None:
+    ing, g, v = make()
+    lines = [line(text=f"e{i}") for i in range(6)] + [line(provenance="robot")]
+    with pytest.raises(EpisodeFileError):
+        ing.ingest_lines(lines, "week.jsonl")
+    assert g.episodes == {} and v.cols == {}
+
+
+def test_ingest_then_reingest_is_a_noop() -> None:
+    ing, g, v = make()
+    lines = [line(text=f"episode {i}", author=f"p{i}") for i in range(5)]
+    first = ing.ingest_lines(lines, "f")
+    assert (first.new, first.present, first.skipped) == (5, 0, 0)
+    assert v.count("platform", "episodes") == 5
+    again = ing.ingest_lines(lines, "f")
+    assert (again.new, again.present, again.skipped) == (0, 5, 0)
+    assert again.summary() == "0 new, 5 already present, 0 skipped by write discipline"
+    assert len(g.episodes) == 5 and v.count("platform", "episodes") == 5
+
+
+def test_ids_are_content_derived_and_explicit_ids_kept() -> None:
+    ing, g, _ = make()
+    ing.ingest_lines([line(), line(id="msg-42", text="other")], "f")
+    assert "msg-42" in g.episodes
+    derived = [i for i in g.episodes if i != "msg-42"]
+    assert len(derived) == 1 and derived[0].startswith("ep_")
+
+
+def test_same_id_with_different_text_in_one_file_is_rejected() -> None:
+    ing, g, _ = make()
+    with pytest.raises(EpisodeFileError, match=r"f:2: field 'id': id 'm1' is already used by line 1"):
+        ing.ingest_lines([line(id="m1"), line(id="m1", text="changed")], "f")
+    assert g.episodes == {}
+
+
+def test_write_discipline_skips_counts_and_stores_nothing() -> None:
+    gh = ConnectorRule(connected=True, patterns=[r"^\[github\]"])
+    off = ConnectorRule(connected=False, patterns=[r"^\[jira\]"])
+    ing, g, v = make(github=gh, jira=off)
+    rep = ing.ingest_lines([line(text="[github] PR #1 merged"), line(text="[jira] ABC-1 moved"), line()], "f")
+    assert (rep.new, rep.skipped, rep.skipped_by_connector) == (2, 1, {"github": 1})
+    assert not any(e.text.startswith("[github]") for e in g.episodes.values())
+    assert v.count("platform", "episodes") == 2
+
+
+def test_entities_are_linked() -> None:
+    ing, g, _ = make()
+    ing.ingest_lines([line(text="@sara the billing-api alert in Grafana is noisy #oncall", channel="ops")], "f")
+    roles = sorted((key.split("/", 1)[1], role) for _, key, role in g.mentions)
+    assert roles == [
+        ("channel/ops", "channel"),
+        ("person/martin", "author"),
+        ("person/sara", "mention"),
+        ("project/billing-api", "project"),
+        ("tool/grafana", "tool"),
+        ("topic/oncall", "tag"),
+    ]
+
+
+def test_crash_between_graph_and_vectors_is_repaired_by_rerun() -> None:
+    ing, g, v = make()
+    lines = [line(text=f"episode {i}") for i in range(4)]
+    v.fail_next = RuntimeError("killed between the two writes")
+    with pytest.raises(RuntimeError):
+        ing.ingest_lines(lines, "f")
+    assert len(g.episodes) == 4 and v.count("platform", "episodes") == 0
+    rep = ing.ingest_lines(lines, "f")
+    assert (rep.new, rep.present, rep.vectors_repaired) == (0, 4, 4)
+    assert v.count("platform", "episodes") == 4
+
+
+def test_reconcile_repairs_both_directions() -> None:
+    ing, g, v = make()
+    ing.ingest_lines([line(text=f"episode {i}") for i in range(4)], "f")
+    gone = sorted(g.episodes)[0]
+    v.delete("platform", "episodes", [gone])
+    retired = sorted(g.episodes)[1]
+    g.episodes[retired].status = EpisodeStatus.RETIRED  # its vector is now an orphan
+    check = reconcile(g, v, repair=False)
+    assert (check.missing, check.orphans, check.repaired) == (1, 1, 0)
+    fixed = reconcile(g, v)
+    assert (fixed.missing, fixed.orphans, fixed.repaired) == (1, 1, 2)
+    assert v.present("platform", "episodes") == {i for i, e in g.episodes.items() if e.status != "retired"}
+    assert reconcile(g, v).drift == 0
+
+
+def test_retired_episode_reingested_stays_retired_without_vector() -> None:
+    ing, g, v = make()
+    ing.ingest_lines([line()], "f")
+    (eid,) = g.episodes
+    g.episodes[eid].status = EpisodeStatus.RETIRED
+    v.delete("platform", "episodes", [eid])
+    rep = ing.ingest_lines([line()], "f")
+    assert (rep.new, rep.present) == (0, 1)
+    assert v.count("platform", "episodes") == 0
