@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import redis.exceptions
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 import structlog
 from falkordb import FalkorDB
 

@@ -1,0 +1,60 @@
+"""The Neo4j test service: a real server answers Bolt, and nothing of it is left afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+from neo4j import GraphDatabase
+
+from tests.neo4j_service import LAUNCHER_MAIN, neo4j_auth, neo4j_server
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("TASKZILLA_REQUIRE_SERVICES") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _launcher_pids(work_dir: Path) -> list[int]:
+    """Pids of launcher JVMs serving work_dir (none when the server is external or a container)."""
+    needle = [LAUNCHER_MAIN.encode(), str(work_dir).encode()]
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and all(part in cmdline for part in needle):
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.neo4j
+@pytest.mark.timeout(600)  # a first run may build the launcher with Maven (up to 5 min) first
+def test_neo4j_server_answers_bolt_and_its_process_is_gone_afterwards(tmp_path: Path) -> None:
+    with contextlib.ExitStack() as stack:
+        began = time.monotonic()
+        try:
+            uri = stack.enter_context(neo4j_server(tmp_path))
+        except Exception as exc:  # any reason the service cannot start: skip (or fail if required)
+            _unavailable(f"no Neo4j server could be started: {exc}")
+        ready_s = time.monotonic() - began
+        print(f"neo4j ready in {ready_s:.1f} s at {uri}")
+        if not os.environ.get("NEO4J_URI") and neo4j_auth() is None:
+            # The local launcher (the only source without auth): exactly one JVM for this dir.
+            assert len(_launcher_pids(tmp_path)) == 1
+
+        with GraphDatabase.driver(uri, auth=neo4j_auth(), connection_timeout=5) as driver:
+            records, _, _ = driver.execute_query("RETURN 1 AS one")
+            assert [record["one"] for record in records] == [1]
+
+    # The context waits for the JVM, so it must already be gone; no grace period needed.
+    assert _launcher_pids(tmp_path) == []
