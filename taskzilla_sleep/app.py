@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import TracebackType
 
 import structlog
@@ -10,8 +12,9 @@ import structlog
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.ingest import Ingestor, WriteDiscipline
+from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.settings import Secrets, Settings
-from taskzilla_sleep.stores.graph import GraphStore
+from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -20,12 +23,20 @@ log = structlog.get_logger(__name__)
 @dataclass
 class Services:
     settings: Settings
-    graph: GraphStore
+    graph: CypherGraphStore
     vectors: VectorStore
     embedder: Embedder
+    _llm: LLMProvider | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
-    def ingestor(self) -> Ingestor:
+    @property
+    def llm(self) -> LLMProvider:
+        """Built on first use: the offline provider, or litellm when ``llm.model`` is set."""
+        if self._llm is None:
+            self._llm = build_llm(self.settings, self.embedder)
+        return self._llm
+
+    def ingestor(self, clock: Callable[[], datetime] | None = None) -> Ingestor:
         s = self.settings.ingest
         return Ingestor(
             self.graph,
@@ -33,6 +44,7 @@ class Services:
             EntityExtractor(s.projects, s.tools),
             WriteDiscipline(s.write_discipline),
             s.max_text_chars,
+            clock or (lambda: datetime.now(UTC)),
         )
 
     def close(self) -> None:
@@ -63,7 +75,26 @@ def build_embedder(settings: Settings) -> Embedder:
     return OfflineMiniLM()
 
 
-def build_graph(settings: Settings, secrets: Secrets) -> GraphStore:
+def build_llm(settings: Settings, embedder: Embedder) -> LLMProvider:
+    m = settings.llm
+    if m.model is None:
+        from taskzilla_sleep.llm.offline import OfflineProvider
+
+        return OfflineProvider(embedder)
+    from taskzilla_sleep.llm.client import LiteLLMProvider
+
+    return LiteLLMProvider(
+        model=m.model,
+        api_base=m.api_base,
+        timeout_s=m.timeout_s,
+        max_retries=m.max_retries,
+        max_concurrency=m.max_concurrency,
+        temperature=m.temperature,
+        json_schema=m.json_schema,
+    )
+
+
+def build_graph(settings: Settings, secrets: Secrets) -> CypherGraphStore:
     g = settings.graph
     if g.backend == "neo4j":
         from taskzilla_sleep.stores.neo4j import Neo4jGraphStore

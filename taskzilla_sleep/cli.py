@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,69 @@ def make_parser() -> argparse.ArgumentParser:
 
     ing = sub.add_parser("ingest", parents=[common], help="validate and store episodes from a JSONL file")
     ing.add_argument("file", help="episodes, one JSON object a line; '-' reads stdin")
+    ing.add_argument("--now", type=_iso, help="the ingestion time to record (replay, tests); default: now")
     ing.add_argument("--json", action="store_true", help="machine-readable output")
 
     st = sub.add_parser("status", parents=[common], help="store sizes, backend health, config in use")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
+    ro = sub.add_parser("run-once", parents=[common], help="run the nightly cycle (or some steps) now")
+    ro.add_argument("--steps", help="comma-separated subset of prune,distill,reflect,decay (run in cycle order)")
+    ro.add_argument("--now", type=_iso, help="the clock for every decision, ISO-8601 with offset (replay, tests)")
+    ro.add_argument("--dry-run", action="store_true", help="print the plan as a diff and write nothing")
+    ro.add_argument("--team", action="append", help="only these teams (repeatable; default all)")
+    ro.add_argument("--json", action="store_true", help="machine-readable output")
+
+    rec = sub.add_parser("recall", parents=[common], help="what the bot would get back for a query")
+    rec.add_argument("query")
+    rec.add_argument("--entity", help="only beliefs about this person/channel/project")
+    rec.add_argument("--team", action="append", help="only these teams (repeatable; default all)")
+    rec.add_argument("-k", type=int, default=5, help="how many items (default 5)")
+    rec.add_argument("--now", type=_iso, help="the clock recorded as access time")
+    rec.add_argument("--json", action="store_true", help="machine-readable output")
+
+    facts = sub.add_parser("facts", parents=[common], help="pinned facts: declared by a person, immune to every step")
+    fsub = facts.add_subparsers(dest="facts_command", required=True, metavar="ACTION")
+    fpin = fsub.add_parser("pin", parents=[common], help="pin a fact")
+    fpin.add_argument("text")
+    fpin.add_argument("--by", required=True, help="who declares it")
+    fpin.add_argument("--entity", help="the person (or thing) it is about")
+    fpin.add_argument("--team", help="the team (default: the only team in the stores)")
+    fpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    flist = fsub.add_parser("list", parents=[common], help="list pinned facts")
+    flist.add_argument("--team")
+    flist.add_argument("--json", action="store_true", help="machine-readable output")
+    funpin = fsub.add_parser("unpin", parents=[common], help="unpin (archive) a fact")
+    funpin.add_argument("id")
+    funpin.add_argument("--by", required=True, help="who unpins it")
+    funpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+
+    con = sub.add_parser("contradictions", parents=[common], help="the human loop: list and resolve contradictions")
+    csub = con.add_subparsers(dest="con_command", required=True, metavar="ACTION")
+    clist = csub.add_parser("list", parents=[common], help="list contradictions")
+    clist.add_argument("--status", choices=["open", "resolved"], default="open")
+    clist.add_argument("--json", action="store_true", help="machine-readable output")
+    cres = csub.add_parser("resolve", parents=[common], help="resolve one: keep new, old or both")
+    cres.add_argument("id")
+    cres.add_argument("--keep", required=True, choices=["new", "old", "both"])
+    cres.add_argument("--by", required=True, help="who decides")
+    cres.add_argument("--note", help="why")
+    cres.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+
     rc = sub.add_parser("reconcile", parents=[common], help="find (and repair) drift between the two stores")
     rc.add_argument("--check", action="store_true", help="only report; exit 1 when drift is found")
     rc.add_argument("--json", action="store_true", help="machine-readable output")
     return p
+
+
+def _iso(raw: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from exc
+    if t.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{raw!r} has no UTC offset (write e.g. 2026-11-30T03:05:00+01:00)")
+    return t
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -99,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ingest": cmd_ingest,
             "status": cmd_status,
             "reconcile": cmd_reconcile,
+            "run-once": cmd_run_once,
+            "recall": cmd_recall,
+            "facts": cmd_facts,
+            "contradictions": cmd_contradictions,
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:
@@ -137,7 +196,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 
     parse_episode_lines(lines, source, settings.ingest.max_text_chars)
     with build(settings, secrets) as services:
-        report = services.ingestor().ingest_lines(lines, source)
+        report = services.ingestor(clock=(lambda: args.now) if args.now else None).ingest_lines(lines, source)
     data = {
         "new": report.new,
         "present": report.present,
@@ -172,8 +231,14 @@ def sample_lines() -> list[str]:
     return resources.files("taskzilla_sleep").joinpath(SAMPLE).read_text(encoding="utf-8").splitlines()
 
 
+DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled week
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep import facts
     from taskzilla_sleep.app import build
+    from taskzilla_sleep.night_report import render_night
+    from taskzilla_sleep.pipeline import run_night
     from taskzilla_sleep.status import collect_status
 
     # The demo always runs on the embedded defaults, offline: no server, no network, no model hub.
@@ -190,15 +255,41 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
             "llm": settings.llm.model_copy(update={"model": None}),
         }
     )
+    now = datetime.fromisoformat(DEMO_NIGHT)
     try:
-        with build(embedded, secrets) as services:
-            report = services.ingestor().ingest_lines(sample_lines(), f"taskzilla_sleep/{SAMPLE}")
+        with build(embedded, secrets) as s:
+            report = s.ingestor(clock=lambda: now).ingest_lines(sample_lines(), f"taskzilla_sleep/{SAMPLE}")
+            fact = facts.pin(
+                s.graph,
+                s.vectors,
+                "platform",
+                "Martin Vos is the engineering manager of the platform team.",
+                by="martin",
+                now=now,
+                entity="martin",
+            )
+            result = run_night(
+                settings=embedded,
+                graph=s.graph,
+                vectors=s.vectors,
+                embedder=s.embedder,
+                llm=s.llm,
+                now=now,
+                trigger="demo",
+            )
+            _write_memory(s)
+            night = render_night(result, s.graph)
         status = collect_status(embedded, secrets)
         where = "a temporary folder (removed on exit)" if tmp else str(data_dir)
         text = "\n".join(
             [
-                f"demo: ingested the bundled sample week into embedded stores in {where}",
+                f"demo: the bundled sample week of team 'platform', embedded stores in {where}",
                 f"ingest: {report.summary()}",
+                f"pinned fact: {fact.id} {fact.statement}",
+                "",
+                night,
+                "",
+                f"memory index: {embedded.memory_dir / 'platform' / 'MEMORY.md'}",
                 "",
                 status.render(),
             ]
@@ -206,10 +297,143 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
         _emit(
             args,
             {"ingest": {"new": report.new, "present": report.present, "skipped": report.skipped}}
+            | {"night": result.run.model_dump(mode="json")}
             | {"status": status.model_dump(mode="json")},
             text,
         )
-        return 0 if status.healthy else 1
+        return 0 if status.healthy and result.ok else 1
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+def _now(args: argparse.Namespace) -> datetime:
+    return getattr(args, "now", None) or datetime.now(UTC)
+
+
+def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.night_report import render_night, render_plan
+    from taskzilla_sleep.pipeline import parse_steps, run_night
+
+    steps = parse_steps(args.steps)
+    with build(settings, secrets) as s:
+        result = run_night(
+            settings=settings,
+            graph=s.graph,
+            vectors=s.vectors,
+            embedder=s.embedder,
+            llm=s.llm,
+            now=_now(args),
+            steps=steps,
+            trigger="manual",
+            dry_run=args.dry_run,
+            teams=args.team,
+        )
+        if not args.dry_run and result.ok:
+            _write_memory(s)
+        text = render_plan(result) if args.dry_run else render_night(result, s.graph)
+        data = result.run.model_dump(mode="json") | {
+            "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},
+            "notes": result.notes,
+        }
+    _emit(args, data, text)
+    return 0 if result.ok else 1
+
+
+def _write_memory(s: Any) -> None:
+    from taskzilla_sleep.memory_index import write_memory
+
+    for team in s.graph.teams():
+        write_memory(s.settings.memory_dir, team, s.graph.patterns(team), s.settings.memory_index)
+
+
+def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.recall import recall
+
+    if args.k < 1:
+        raise UsageError("-k must be at least 1")
+    with build(settings, secrets) as s:
+        items = recall(s.graph, s.vectors, args.query, _now(args), teams=args.team, entity=args.entity, k=args.k)
+    text = "\n".join(i.render() for i in items) or "(nothing recalled)"
+    _emit(args, [i.model_dump(mode="json") for i in items], text)
+    return 0
+
+
+def _team(s: Any, wanted: str | None) -> str:
+    if wanted:
+        return wanted
+    teams = s.graph.teams()
+    if len(teams) == 1:
+        return str(teams[0])
+    raise UsageError(f"--team is required (teams in the stores: {', '.join(teams) or 'none yet'})")
+
+
+def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep import facts
+    from taskzilla_sleep.app import build
+
+    with build(settings, secrets) as s:
+        if args.facts_command == "pin":
+            f = facts.pin(s.graph, s.vectors, _team(s, args.team), args.text, args.by, _now(args), args.entity)
+            print(f"pinned {f.id}: {f.statement}")
+        elif args.facts_command == "unpin":
+            f = facts.unpin(s.graph, s.vectors, args.id, args.by, _now(args))
+            print(f"unpinned {f.id} (archived by {f.archived_by})")
+        else:
+            found = facts.list_facts(s.graph, args.team)
+            lines = [
+                f"{f.id} [{f.status.value}] {f.statement} (pinned by {f.pinned_by}"
+                + (f", about {', '.join(f.subjects)}" if f.subjects else "")
+                + ")"
+                for f in found
+            ]
+            _emit(args, [f.model_dump(mode="json") for f in found], "\n".join(lines) or "(no pinned facts)")
+    return 0
+
+
+def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep import contradictions
+    from taskzilla_sleep.app import build
+
+    with build(settings, secrets) as s:
+        if args.con_command == "resolve":
+            c = contradictions.resolve(
+                s.graph,
+                s.vectors,
+                args.id,
+                args.keep,
+                args.by,
+                args.note,
+                _now(args),
+                settings.distill.confidence_floor,
+            )
+            print(f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})")
+            return 0
+        found = s.graph.contradictions(status=args.status)
+        pats = {
+            p.id: p for p in s.graph.patterns_by_id([i for c in found for i in (c.old_pattern_id, c.new_pattern_id)])
+        }
+        lines: list[str] = []
+        for c in found:
+            old, new = pats.get(c.old_pattern_id), pats.get(c.new_pattern_id)
+            lines.append(f"{c.id} [{c.status.value}] opened {c.opened_at.isoformat()} ({c.team})")
+            lines.append(
+                f"  old: {old.statement if old else c.old_pattern_id} ({old.support_count if old else 0} episodes)"
+            )
+            lines.append(
+                f"  new: {new.statement if new else c.new_pattern_id} ({new.support_count if new else 0} episodes)"
+            )
+            if c.status.value == "resolved":
+                lines.append(f"  resolved: kept {c.resolution} by {c.resolved_by}" + (f" — {c.note}" if c.note else ""))
+            else:
+                lines.append(f"  resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME")
+        data = [
+            c.model_dump(mode="json")
+            | {"old": pats[c.old_pattern_id].statement if c.old_pattern_id in pats else None}
+            | {"new": pats[c.new_pattern_id].statement if c.new_pattern_id in pats else None}
+            for c in found
+        ]
+        _emit(args, data, "\n".join(lines) or f"(no {args.status} contradictions)")
+    return 0

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
+from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.models import EPISODE_LIVE, Episode, EpisodeIn, to_ms
 from taskzilla_sleep.settings import ConnectorRule
 from taskzilla_sleep.stores.graph import GraphStore
@@ -209,6 +210,7 @@ class Ingestor:
         # (reconcile repairs the same drift).
         links = [lk for e in new for lk in self._extractor.links(e)]
         report.new = self._graph.upsert_episodes(new, links)
+        crashpoint("ingest.after_graph")
 
         live = [e for e in kept if existing.get(e.id, e.status) in EPISODE_LIVE]
         report.vectors_repaired = self._embed_missing(live, set(existing))

@@ -210,6 +210,7 @@ class Pattern(BaseModel):
     subjects: list[str] = Field(default_factory=list)
     topic: str = "general"
     pinned: bool = False
+    pinned_by: str | None = None
     superseded_by: str | None = None
     archived_by: str | None = None
     archived_at: datetime | None = None
@@ -248,6 +249,7 @@ class Tombstone(BaseModel):
 
 
 StepName = Literal["prune", "distill", "reflect", "decay"]
+RunTrigger = Literal["schedule", "catch-up", "watchdog", "manual", "demo"]
 StepStatusName = Literal["pending", "running", "ok", "failed", "skipped", "abandoned"]
 
 
@@ -272,7 +274,7 @@ class Run(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    trigger: Literal["schedule", "catch-up", "watchdog", "manual", "demo"]
+    trigger: RunTrigger
     started_at: datetime
     finished_at: datetime | None = None
     now: datetime

@@ -60,6 +60,7 @@ class LLMSettings(_Section):
     max_retries: int = Field(default=3, ge=0, le=10)
     max_concurrency: int = Field(default=4, ge=1, le=64)
     temperature: float = Field(default=0.0, ge=0, le=2)
+    json_schema: bool = True  # ask for structured output (response_format json_schema) where the server supports it
 
 
 class ConnectorRule(_Section):
@@ -96,11 +97,13 @@ class DistillSettings(_Section):
     confidence_floor: float = Field(default=0.80, ge=0, le=1)
     similarity_threshold: float = Field(default=0.60, ge=-1, le=1)
     match_threshold: float = Field(default=0.85, ge=-1, le=1)
+    window_days: float = Field(default=7, gt=0)
 
 
 class ReflectSettings(_Section):
     stale_after_days: int = Field(default=90, ge=1)
     neighbours: int = Field(default=5, ge=1, le=100)
+    min_similarity: float = Field(default=0.35, ge=-1, le=1)
 
 
 class DecaySettings(_Section):

@@ -25,6 +25,7 @@ from taskzilla_sleep.models import (
     from_ms,
     to_ms,
 )
+from taskzilla_sleep.stores.cycle_queries import CycleQueries
 from taskzilla_sleep.stores.graph import GraphBackend, GraphCounts, ItemKind
 
 log = structlog.get_logger(__name__)
@@ -93,6 +94,11 @@ Q_COUNT_BY_STATUS = {
 Q_COUNT_ENTITIES = "MATCH (n:Entity) RETURN count(n) AS n"
 Q_COUNT_TOMBSTONES = "MATCH (n:Tombstone) RETURN count(n) AS n"
 Q_COUNT_RELS = "MATCH ()-[r]->() RETURN count(r) AS n"
+Q_DUMP_NODES = "MATCH (n) RETURN labels(n) AS labels, properties(n) AS props"
+Q_DUMP_RELS = (
+    "MATCH (a)-[r]->(b) RETURN labels(a) AS la, coalesce(a.id, a.key) AS a, type(r) AS type, "
+    "properties(r) AS props, labels(b) AS lb, coalesce(b.id, b.key) AS b"
+)
 Q_DELETE_SOME = "MATCH (n) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n"
 
 # Unique keys of each label: an index (FalkorDB) or a uniqueness constraint (Neo4j).
@@ -166,7 +172,7 @@ def chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield seq[i : i + size]
 
 
-class CypherGraphStore(ABC):
+class CypherGraphStore(CycleQueries, ABC):
     """Everything but transport and schema syntax; subclasses provide ``_read``/``_write``."""
 
     backend: GraphBackend
@@ -262,6 +268,26 @@ class CypherGraphStore(ABC):
             tombstones=int(self._read(Q_COUNT_TOMBSTONES)[0]["n"]),
             relationships=int(self._read(Q_COUNT_RELS)[0]["n"]),
         )
+
+    def export(self, skip_labels: frozenset[str] = frozenset({"Run"})) -> dict[str, list[Any]]:
+        """Every node and relationship as plain data, sorted (snapshots, backups, crash tests)."""
+        nodes = [
+            {"labels": sorted(r["labels"]), "props": dict(sorted(r["props"].items()))}
+            for r in self._read(Q_DUMP_NODES)
+            if not skip_labels & set(r["labels"])
+        ]
+        rels = [
+            {
+                "from": [sorted(r["la"]), r["a"]],
+                "type": r["type"],
+                "props": dict(sorted((r["props"] or {}).items())),
+                "to": [sorted(r["lb"]), r["b"]],
+            }
+            for r in self._read(Q_DUMP_RELS)
+            if not skip_labels & (set(r["la"]) | set(r["lb"]))
+        ]
+        key = repr
+        return {"nodes": sorted(nodes, key=key), "relationships": sorted(rels, key=key)}
 
     def delete_all(self) -> None:
         while int(self._write(Q_DELETE_SOME)[0]["n"]) > 0:

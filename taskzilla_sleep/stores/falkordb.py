@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import redis.exceptions
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 import structlog
 from falkordb import FalkorDB
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
@@ -55,7 +55,14 @@ class FalkorDBGraphStore(CypherGraphStore):
         self._server = EmbeddedFalkorDB(self._dir, start_timeout_s=max(self._timeout, 10.0))
         sock = self._server.start()
         try:
-            self._db = FalkorDB(unix_socket_path=str(sock), socket_timeout=60, socket_connect_timeout=self._timeout)
+            # No client-side retry with backoff: a dead server must fail fast (redis-py 6 would
+            # otherwise spend ~4 s retrying a refused connection on every call).
+            self._db = FalkorDB(
+                unix_socket_path=str(sock),
+                socket_timeout=60,
+                socket_connect_timeout=self._timeout,
+                retry=Retry(NoBackoff(), 0),
+            )
             self._graph = self._db.select_graph(self._graph_name)
         except redis.exceptions.RedisError as exc:
             self._server.stop()

@@ -163,6 +163,10 @@ class MemoryVectorStore:
         col = self.cols.get((team, kind), {})
         return set(col) if ids is None else {i for i in ids if i in col}
 
+    def embeddings(self, team: str, kind: VectorKind, ids: Sequence[str]) -> dict[str, list[float]]:
+        col = self.cols.get((team, kind), {})
+        return {i: list(col[i][0]) for i in ids if i in col}
+
     def delete(self, team: str, kind: VectorKind, ids: Sequence[str]) -> None:
         col = self.cols.get((team, kind), {})
         for i in ids:

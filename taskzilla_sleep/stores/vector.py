@@ -51,6 +51,10 @@ class VectorStore(Protocol):
         """Which of ``ids`` have a vector (every id in the collection when ``ids`` is None)."""
         ...
 
+    def embeddings(self, team: str, kind: VectorKind, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of ``ids`` (ids without a vector are left out)."""
+        ...
+
     def delete(self, team: str, kind: VectorKind, ids: Sequence[str]) -> None:
         """Remove vectors; unknown ids are ignored."""
         ...

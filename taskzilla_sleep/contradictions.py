@@ -1,0 +1,95 @@
+"""The human loop (seed 002): only a person's resolution supersedes a belief.
+
+keep new -> the old belief is superseded: archived with who, when and why, a SUPERSEDES link from
+the winner, its vector removed. keep old -> the new one is archived the same way. keep both ->
+both go back to active (or tentative, by their confidence) and the note is kept. A pinned fact is
+never superseded. Resolving a closed contradiction is refused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from taskzilla_sleep.errors import InputError
+from taskzilla_sleep.models import Contradiction, ContradictionStatus, Pattern, PatternStatus, to_ms
+from taskzilla_sleep.policies import status_for
+from taskzilla_sleep.stores.cycle_queries import contradiction_props, pattern_props
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.vector import VectorStore
+
+Keep = Literal["new", "old", "both"]
+
+
+def find(graph: CypherGraphStore, cid: str) -> Contradiction:
+    for c in graph.contradictions():
+        if c.id == cid:
+            return c
+    raise InputError(f"no contradiction with id {cid!r} (see `taskzilla-sleep contradictions list`)")
+
+
+def resolve(
+    graph: CypherGraphStore,
+    vectors: VectorStore,
+    cid: str,
+    keep: Keep,
+    by: str,
+    note: str | None,
+    now: datetime,
+    floor: float,
+) -> Contradiction:
+    if not by.strip():
+        raise InputError("resolve: --by NAME is required (who decided)")
+    c = find(graph, cid)
+    if c.status is ContradictionStatus.RESOLVED:
+        raise InputError(
+            f"contradiction {cid} is already resolved (kept {c.resolution}, by {c.resolved_by} at "
+            f"{c.resolved_at.isoformat() if c.resolved_at else '?'}); nothing changed"
+        )
+    pats = {p.id: p for p in graph.patterns_by_id([c.old_pattern_id, c.new_pattern_id])}
+    old, new = pats.get(c.old_pattern_id), pats.get(c.new_pattern_id)
+    if old is None or new is None:
+        raise InputError(f"contradiction {cid} refers to a belief that no longer exists")
+    done = c.model_copy(
+        update={
+            "status": ContradictionStatus.RESOLVED,
+            "resolution": keep,
+            "resolved_by": by.strip(),
+            "resolved_at": now,
+            "note": note,
+        }
+    )
+    why = note or f"contradiction {cid} resolved by {by.strip()}: keep {keep}"
+    if keep == "both":
+        graph.resolve_keep_both(
+            contradiction_props(done),
+            {"id": old.id, "status": _back(old, floor).value, "updated_at": to_ms(now)},
+            {"id": new.id, "status": _back(new, floor).value, "updated_at": to_ms(now)},
+        )
+        return done
+    winner, loser = (new, old) if keep == "new" else (old, new)
+    if loser.pinned:
+        raise InputError(f"{loser.id} is a pinned fact and cannot be superseded; unpin it first (`facts unpin`)")
+    archived = loser.model_copy(
+        update={
+            "status": PatternStatus.SUPERSEDED,
+            "superseded_by": winner.id,
+            "archived_by": by.strip(),
+            "archived_at": now,
+            "archived_reason": why,
+            "valid_to": now,
+            "updated_at": now,
+        }
+    )
+    won = winner.model_copy(update={"status": _back(winner, floor), "updated_at": now})
+    # Graph first (one atomic write), then the loser's vector leaves Chroma.
+    graph.resolve_supersede(contradiction_props(done), pattern_props(won), pattern_props(archived))
+    vectors.delete(c.team, "patterns", [loser.id])
+    return done
+
+
+def _back(p: Pattern, floor: float) -> PatternStatus:
+    """A contested belief that survives goes back to active or tentative by its confidence."""
+    if p.status is not PatternStatus.CONTESTED:
+        return p.status
+    return status_for(p.confidence, floor, PatternStatus.TENTATIVE)

@@ -1,0 +1,91 @@
+"""Pinned facts (seed 000's user facts): declared by a person, immune to every step, shown first by recall.
+
+A pinned fact is a Pattern of kind ``fact`` with ``pinned`` set and confidence locked at 1.0:
+prune, distill, reflect and decay never prune, bump, merge, contest away, rewrite or decay it.
+Unpinning archives it (status retired) with who and when; it is never deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from taskzilla_sleep.errors import InputError
+from taskzilla_sleep.models import Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.policies import slug
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.vector import VectorStore
+
+
+def fact_id(team: str, text: str) -> str:
+    return "fact_" + hashlib.sha256(f"{team}\x1e{' '.join(text.split()).casefold()}".encode()).hexdigest()[:16]
+
+
+def pin(
+    graph: CypherGraphStore, vectors: VectorStore, team: str, text: str, by: str, now: datetime, entity: str | None
+) -> Pattern:
+    statement = " ".join(text.split())
+    if not statement:
+        raise InputError("facts pin: the fact text is empty")
+    if len(statement) > 300:
+        raise InputError(f"facts pin: the fact is {len(statement)} characters; the limit is 300")
+    if not by.strip():
+        raise InputError("facts pin: --by NAME is required (who declared this fact)")
+    fid = fact_id(team, statement)
+    existing = graph.patterns_by_id([fid])
+    if existing and existing[0].status is PatternStatus.ACTIVE:
+        return existing[0]
+    fact = Pattern(
+        id=fid,
+        team=team,
+        statement=statement,
+        kind=PatternKind.FACT,
+        status=PatternStatus.ACTIVE,
+        confidence=1.0,
+        llm_confidence=None,
+        evidence_ids=[],
+        first_seen=now,
+        last_seen=now,
+        created_at=now,
+        updated_at=now,
+        valid_from=now,
+        subjects=[entity] if entity else [],
+        topic=slug(entity) if entity else "facts",
+        pinned=True,
+        pinned_by=by.strip(),
+    )
+    keys = [f"{team}/person/{entity.strip().lstrip('@').casefold()}"] if entity else []
+    # Graph first, then the vector (a crash in between is repaired by reconcile or a rerun).
+    graph.write_pattern(fact, keys, [])
+    vectors.upsert(team, "patterns", [fid], [statement], [{"kind": "fact", "topic": fact.topic}])
+    return fact
+
+
+def list_facts(graph: CypherGraphStore, team: str | None) -> list[Pattern]:
+    teams = [team] if team else graph.teams()
+    return [p for t in teams for p in graph.patterns(t) if p.pinned]
+
+
+def unpin(graph: CypherGraphStore, vectors: VectorStore, fid: str, by: str, now: datetime) -> Pattern:
+    found = graph.patterns_by_id([fid])
+    if not found or not found[0].pinned:
+        raise InputError(f"facts unpin: no pinned fact with id {fid!r} (see `taskzilla-sleep facts list`)")
+    fact = found[0]
+    if fact.status is not PatternStatus.ACTIVE:
+        raise InputError(f"facts unpin: {fid} was already unpinned by {fact.archived_by} at {fact.archived_at}")
+    graph.set_patterns(
+        [
+            {
+                "id": fid,
+                "set": {
+                    "status": PatternStatus.RETIRED.value,
+                    "archived_by": by,
+                    "archived_at": int(now.timestamp() * 1000),
+                    "archived_reason": "unpinned",
+                    "valid_to": int(now.timestamp() * 1000),
+                },
+            }
+        ]
+    )
+    vectors.delete(fact.team, "patterns", [fid])
+    return graph.patterns_by_id([fid])[0]

@@ -1,0 +1,1 @@
+"""The language-model layer: one protocol (base.py), a litellm client, an offline provider, prompts."""

@@ -1,0 +1,153 @@
+"""What the steps ask of a language model, and what they accept back.
+
+Every answer is validated against the request before the steps see it (supporting ids must be a
+subset of the group sent, confidence within [0, 1], statement non-empty and at most 300
+characters, subjects among the entities sent). A provider returns ``None`` for "no pattern" and
+raises nothing for a bad answer: bad answers are counted in :class:`LLMUsage` and skipped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskzilla_sleep.models import PatternKind
+
+Relation = Literal["same", "refines", "compatible", "contradicts", "unrelated"]
+MAX_STATEMENT_CHARS = 300
+
+
+class EpisodeView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    author: str
+    channel: str
+    ts: datetime
+    text: str
+    provenance: str = "human"
+
+
+class DistillRequest(BaseModel):
+    """One group of related raw episodes; the model may propose one pattern supported by them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    team: str
+    group_key: str
+    episodes: tuple[EpisodeView, ...]
+    known_entities: tuple[str, ...]  # entity names the pattern's subjects must come from
+    min_support: int = 3
+
+
+class PatternDraft(BaseModel):
+    """A validated proposal (the steps turn it into a Pattern with a ledger-based confidence)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    statement: str = Field(min_length=1, max_length=MAX_STATEMENT_CHARS)
+    kind: PatternKind
+    subjects: tuple[str, ...] = ()
+    confidence: float = Field(ge=0.0, le=1.0)
+    supporting_ids: tuple[str, ...]
+
+
+class PatternView(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    statement: str
+    kind: PatternKind
+    first_seen: datetime
+    support: int
+
+
+class ReflectRequest(BaseModel):
+    """Is ``new`` the same belief as ``old``, a refinement, compatible, a contradiction, or unrelated?"""
+
+    model_config = ConfigDict(frozen=True)
+
+    team: str
+    new: PatternView
+    old: PatternView
+    similarity: float
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    relation: Relation
+    reason: str = ""
+
+
+class LLMUsage:
+    """Per-run counters; thread-safe because calls run concurrently."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cost_usd: float | None = 0.0  # None once any call's cost is unknown (unmapped model)
+        self.invalid_answers = 0
+        self.retries = 0
+        self.skipped = 0
+
+    def add_call(self, prompt_tokens: int, completion_tokens: int, cost_usd: float | None) -> None:
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+            if cost_usd is None or self.cost_usd is None:
+                self.cost_usd = None
+            else:
+                self.cost_usd += cost_usd
+
+    def add(self, field: Literal["invalid_answers", "retries", "skipped"], n: int = 1) -> None:
+        with self._lock:
+            setattr(self, field, getattr(self, field) + n)
+
+    def as_dict(self) -> dict[str, int | float | None]:
+        return {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "invalid_answers": self.invalid_answers,
+            "retries": self.retries,
+            "skipped": self.skipped,
+        }
+
+
+class LLMProvider(Protocol):
+    name: str
+    usage: LLMUsage
+
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+        """One answer per request, in order; ``None`` = no pattern (or an answer that failed validation)."""
+        ...
+
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
+        """One verdict per request, in order; ``None`` = no valid answer (the pair is left alone)."""
+        ...
+
+
+def validate_draft(req: DistillRequest, draft: PatternDraft) -> str | None:
+    """Why ``draft`` is not acceptable for ``req``, or None when it is."""
+    sent = {e.id for e in req.episodes}
+    unknown = [i for i in draft.supporting_ids if i not in sent]
+    if unknown:
+        return f"supporting_ids not in the group sent: {unknown[:5]}"
+    if len(set(draft.supporting_ids)) < req.min_support:
+        return f"needs at least {req.min_support} distinct supporting episodes, got {len(set(draft.supporting_ids))}"
+    if not draft.statement.strip():
+        return "statement is blank"
+    known = {k.casefold() for k in req.known_entities}
+    strangers = [s for s in draft.subjects if s.casefold() not in known]
+    if strangers:
+        return f"subjects are not entities of the group: {strangers[:5]}"
+    return None

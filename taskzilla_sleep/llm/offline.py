@@ -1,0 +1,98 @@
+"""The offline provider: deterministic, no network. The default when no model is configured.
+
+Distill: the statement is the group's most representative episode (closest to the centroid),
+the kind comes from cue words, the subjects are the entities most of the group mentions, and the
+stated confidence is the group's cohesion. Reflect: similarity plus change/negation cues ("no
+longer", "from now on", "instead of", "not … anymore", "switched to"): a change statement close
+to a plain one contradicts it; near-identical statements are the same belief.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from taskzilla_sleep.llm.base import (
+    MAX_STATEMENT_CHARS,
+    DistillRequest,
+    LLMUsage,
+    PatternDraft,
+    ReflectRequest,
+    Verdict,
+    validate_draft,
+)
+from taskzilla_sleep.models import PatternKind
+from taskzilla_sleep.policies import cohesion, content_words, is_change_statement, representative
+from taskzilla_sleep.stores.vector import Embedder
+
+_KIND_CUES: list[tuple[PatternKind, re.Pattern[str]]] = [
+    (PatternKind.PREFERENCE, re.compile(r"\b(prefer|prefers|like|likes|rather|favou?r)\b", re.I)),
+    (PatternKind.NORM, re.compile(r"\b(never|always|please|don't|do not|must|should|no \w+ on|freeze|keep)\b", re.I)),
+    (PatternKind.PROCESS, re.compile(r"\b(every|each|before|after|at \d|handoff|standup|review|deploy|call)\b", re.I)),
+]
+
+
+def _kind(texts: Sequence[str]) -> PatternKind:
+    joined = " ".join(texts)
+    scores = {k: len(rx.findall(joined)) for k, rx in _KIND_CUES}
+    best = max(scores.items(), key=lambda kv: (kv[1], -list(scores).index(kv[0])))
+    return best[0] if best[1] > 0 else PatternKind.FACT
+
+
+class OfflineProvider:
+    name = "offline"
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self.usage = LLMUsage()
+
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+        return [self._distill(r) for r in requests]
+
+    def _distill(self, req: DistillRequest) -> PatternDraft | None:
+        eps = [e for e in req.episodes if len(content_words(e.text)) >= 4]
+        if len({e.id for e in eps}) < req.min_support:
+            return None
+        vectors = self._embedder.embed([e.text for e in eps])
+        # The statement comes from the most representative episode a person wrote (bots repeat).
+        humans = [i for i, e in enumerate(eps) if e.provenance == "human"]
+        pool = humans if humans else list(range(len(eps)))
+        rep = eps[pool[representative([vectors[i] for i in pool])]]
+        statement = " ".join(rep.text.split())
+        if len(statement) > MAX_STATEMENT_CHARS:
+            statement = statement[: MAX_STATEMENT_CHARS - 1].rstrip() + "…"
+        lowered = [e.text.casefold() for e in eps]
+        subjects = tuple(
+            name
+            for name in req.known_entities
+            if sum(name.casefold() in t for t in lowered) * 2 > len(eps)
+            and name.casefold() not in {e.author.casefold() for e in eps}
+        )
+        draft = PatternDraft(
+            statement=statement,
+            kind=_kind([e.text for e in eps]),
+            subjects=subjects,
+            confidence=round(min(1.0, 0.4 + 0.6 * cohesion(vectors)), 4),
+            supporting_ids=tuple(e.id for e in eps),
+        )
+        if validate_draft(req, draft) is not None:
+            self.usage.add("invalid_answers")
+            return None
+        return draft
+
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
+        return [self._classify(r) for r in requests]
+
+    def _classify(self, req: ReflectRequest) -> Verdict:
+        sim = req.similarity
+        new_change = is_change_statement(req.new.statement)
+        old_change = is_change_statement(req.old.statement)
+        if new_change != old_change and sim >= 0.45:
+            return Verdict(relation="contradicts", reason=f"a change of habit (similarity {sim:.2f})")
+        if sim >= 0.92:
+            return Verdict(relation="same", reason=f"near-identical statements (similarity {sim:.2f})")
+        if sim >= 0.75:
+            return Verdict(relation="refines", reason=f"closely related (similarity {sim:.2f})")
+        if sim >= 0.6:
+            return Verdict(relation="compatible", reason=f"related (similarity {sim:.2f})")
+        return Verdict(relation="unrelated", reason=f"similarity {sim:.2f}")

@@ -1,0 +1,83 @@
+"""The memory index and topic files (Kent's layers 1 and 2): what the bot loads into its prompts.
+
+The index holds the most valuable active beliefs (pinned facts first), at most
+``memory_index.max_entries`` lines of at most ``memory_index.max_chars`` characters, each pointing
+to a topic; every topic with at least ``memory_index.min_topic_patterns`` active beliefs gets a
+markdown file. Files are written atomically (temp file + rename) so the bot never reads half a file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from taskzilla_sleep.models import Pattern, PatternStatus
+from taskzilla_sleep.settings import MemoryIndexSettings
+
+
+def value_of(p: Pattern) -> float:
+    return (10.0 if p.pinned else 0.0) + p.confidence * math.log2(1 + max(1, p.support_count))
+
+
+def index_line(p: Pattern, max_chars: int) -> str:
+    tail = f" [-> {p.topic}]"
+    head = f"{p.kind.value}: "
+    room = max_chars - len(head) - len(tail)
+    text = " ".join(p.statement.split())
+    if len(text) > room:
+        text = text[: max(0, room - 1)].rstrip() + "…"
+    return head + text + tail
+
+
+def build_index(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> list[str]:
+    chosen = sorted(
+        (p for p in patterns if p.status is PatternStatus.ACTIVE),
+        key=lambda p: (-value_of(p), p.id),
+    )[: s.max_entries]
+    return [index_line(p, s.max_chars) for p in chosen]
+
+
+def build_topics(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> dict[str, str]:
+    by_topic: dict[str, list[Pattern]] = {}
+    for p in patterns:
+        if p.status in (PatternStatus.ACTIVE, PatternStatus.CONTESTED):
+            by_topic.setdefault(p.topic, []).append(p)
+    out: dict[str, str] = {}
+    for topic, items in sorted(by_topic.items()):
+        active = [p for p in items if p.status is PatternStatus.ACTIVE]
+        if len(active) < s.min_topic_patterns:
+            continue
+        lines = [f"# {topic}", ""]
+        for p in sorted(items, key=lambda p: (-value_of(p), p.id)):
+            flag = " (contested: a person has been asked to decide)" if p.status is PatternStatus.CONTESTED else ""
+            pin = " (pinned)" if p.pinned else ""
+            lines.append(
+                f"- {' '.join(p.statement.split())}{pin}{flag} — confidence {p.confidence:.2f}, "
+                f"{p.support_count} episodes, last seen {p.last_seen.date()}"
+            )
+        out[topic] = "\n".join(lines) + "\n"
+    return out
+
+
+def write_memory(directory: Path, team: str, patterns: Sequence[Pattern], s: MemoryIndexSettings) -> list[Path]:
+    """Write DIR/TEAM/MEMORY.md and DIR/TEAM/topics/*.md; remove topic files that no longer qualify."""
+    base = directory / team
+    topics_dir = base / "topics"
+    topics_dir.mkdir(parents=True, exist_ok=True)
+    written = [_atomic_write(base / "MEMORY.md", "\n".join(["# Memory index", "", *build_index(patterns, s)]) + "\n")]
+    topics = build_topics(patterns, s)
+    for topic, text in topics.items():
+        written.append(_atomic_write(topics_dir / f"{topic}.md", text))
+    for old in topics_dir.glob("*.md"):
+        if old.stem not in topics:
+            old.unlink()
+    return written
+
+
+def _atomic_write(path: Path, text: str) -> Path:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

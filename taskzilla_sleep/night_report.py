@@ -1,0 +1,82 @@
+"""The night's report in plain text (run-once, demo) and the dry-run diff."""
+
+from __future__ import annotations
+
+from taskzilla_sleep.models import Contradiction, Pattern, PatternStatus
+from taskzilla_sleep.pipeline import NightResult
+from taskzilla_sleep.steps.base import one_line
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+
+
+def render_plan(result: NightResult) -> str:
+    lines = [f"dry run at {result.run.now.isoformat()}: nothing was written. The plan:"]
+    for res in result.run.steps:
+        plans = result.plans.get(res.step, [])
+        body = [ln for p in plans for ln in p.lines()]
+        status = "" if res.status == "ok" else f" ({res.status}{': ' + res.error if res.error else ''})"
+        lines.append(f"\n[{res.step}]{status} " + ", ".join(f"{k} {v}" for k, v in res.counts.items() if v))
+        lines += [f"  {ln}" for ln in body] or ["  (no changes)"]
+    return "\n".join(lines)
+
+
+def render_night(result: NightResult, graph: CypherGraphStore) -> str:
+    run = result.run
+    out = [f"night {run.id} at {run.now.isoformat()} ({run.trigger})"]
+    if result.repaired_drift:
+        out.append(f"  repaired {result.repaired_drift} drifted vectors left by an earlier crash")
+    for s in run.steps:
+        dur = (s.finished_at - s.started_at).total_seconds() if s.finished_at and s.started_at else 0.0
+        counts = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "no changes"
+        llm = f"; llm calls {s.llm_calls}, tokens {s.prompt_tokens}+{s.completion_tokens}" if s.llm_calls else ""
+        err = f" — {s.error}" if s.error else ""
+        out.append(f"  {s.step:8} {s.status:7} {dur:6.2f}s  {counts}{llm}{err}")
+
+    distilled = [c.pattern for p in result.plans.get("distill", []) for c in p.changes if c.action in ("add", "bump")]
+    if distilled:
+        out.append("\npatterns distilled:")
+        out += [_pattern_line(p) for p in distilled]
+    absorbed = [(c.pattern.id, c.absorb) for p in result.plans.get("distill", []) for c in p.changes if c.absorb]
+    if absorbed:
+        out.append("\nepisodes absorbed (retired after the grace period):")
+        eps = {e.id: e for e in graph.get_episodes([i for _, ids in absorbed for i in ids])}
+        for pid, ids in absorbed:
+            out.append(f"  into {pid}:")
+            out += [f"    {i} {one_line(eps[i].text, 80) if i in eps else ''}" for i in ids]
+    opened = [(c, old, new) for p in result.plans.get("reflect", []) for c, old, new in p.contradictions]
+    if opened:
+        out.append("\ncontradictions flagged to people (both beliefs kept, both contested):")
+        for c, old, new in opened:
+            out += _contradiction_lines(c, old, new)
+    merges = [m for p in result.plans.get("reflect", []) for m in p.merges]
+    if merges:
+        out.append("\nmerged (same belief, older id kept):")
+        out += [f"  {m.drop.id} -> {m.keep.id}: {one_line(m.keep.statement, 80)}" for m in merges]
+    retired = [(e, pid) for p in result.plans.get("decay", []) for e, pid in p.retire]
+    if retired:
+        out.append(f"\nretired {len(retired)} absorbed episodes (tombstones kept):")
+        out += [f"  {e.id} (fed {pid})" for e, pid in retired[:20]]
+    pruned = [e for p in result.plans.get("prune", []) for e in p.prune]
+    if pruned:
+        out.append(f"\npruned {len(pruned)} stale, unmatched episodes (tombstones kept)")
+    if result.notes.get("stale"):
+        out.append("\nstale beliefs (not seen for a long time; listed, never removed):")
+        out += [f"  {s}" for s in result.notes["stale"]]
+    return "\n".join(out)
+
+
+def _pattern_line(p: Pattern) -> str:
+    head = f"  {p.id} [{p.status.value} {p.confidence:.2f}, {p.support_count} episodes, {p.kind.value}]"
+    return f"{head} {one_line(p.statement, 90)}"
+
+
+def _contradiction_lines(c: Contradiction, old: Pattern, new: Pattern) -> list[str]:
+    return [
+        f"  {c.id}:",
+        f"    old belief {old.id} ({old.support_count} episodes): {one_line(old.statement, 90)}",
+        f"    new belief {new.id} ({new.support_count} episodes): {one_line(new.statement, 90)}",
+        f"    resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME",
+    ]
+
+
+def status_word(p: Pattern) -> str:
+    return "contested" if p.status is PatternStatus.CONTESTED else p.status.value

@@ -1,0 +1,344 @@
+"""Pure decisions: no I/O, no clock, no randomness. The steps call these and apply the result.
+
+- which episodes are worth learning from (noise and provenance guards),
+- how episodes are grouped (embedding similarity + shared entities, change statements apart),
+- confidence from the evidence ledger,
+- prune and decay eligibility,
+- change / negation cues used by the offline reflect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
+
+from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternStatus, Provenance
+
+Vector = Sequence[float]
+
+# -- what can be learned from ------------------------------------------------------------------
+
+_ACK = {
+    "ok",
+    "okay",
+    "k",
+    "kk",
+    "yes",
+    "yep",
+    "yeah",
+    "no",
+    "nope",
+    "sure",
+    "thanks",
+    "thank",
+    "thx",
+    "ty",
+    "you",
+    "lgtm",
+    "looks",
+    "look",
+    "good",
+    "great",
+    "nice",
+    "cool",
+    "done",
+    "merged",
+    "agreed",
+    "agree",
+    "+1",
+    "-1",
+    "lol",
+    "haha",
+    "hah",
+    "brb",
+    "back",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "hi",
+    "hello",
+    "hey",
+    "all",
+    "everyone",
+    "folks",
+    "me",
+    "to",
+    "from",
+    "on",
+    "it",
+    "will",
+    "do",
+    "sounds",
+    "work",
+    "welcome",
+    "np",
+    "bye",
+    "cheers",
+    "congrats",
+    "anyone",
+    "coffee",
+    "lunch",
+    "?",
+    "!",
+    "a",
+    "the",
+    "and",
+    "so",
+    "too",
+    "i",
+    "we",
+}
+_WORD = re.compile(r"[\w'+-]+", re.UNICODE)
+
+
+def content_words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.casefold()) if w not in _ACK and not w.isdigit()]
+
+
+def is_learnable(ep: Episode) -> bool:
+    """Raw, human/bot/import provenance (never the bot's own drafts), and more than chatter."""
+    if ep.provenance is Provenance.AI_DRAFT:
+        return False  # model-collapse guard (seed 002): never learn from our own drafts
+    if ep.status is not EpisodeStatus.RAW or ep.pinned:
+        return False
+    return len(content_words(ep.text)) >= 4
+
+
+def distinct_texts(episodes: Sequence[Episode]) -> list[Episode]:
+    """Identical messages (a bot's daily reminder, a copy-paste) are one piece of evidence: keep the first."""
+    seen: set[str] = set()
+    out: list[Episode] = []
+    for e in sorted(episodes, key=lambda e: (e.ts, e.id)):
+        key = " ".join(content_words(e.text))
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out
+
+
+# -- change and negation cues ----------------------------------------------------------------------
+
+_CUES = [
+    r"\bno longer\b",
+    r"\bfrom now on\b",
+    r"\binstead of\b",
+    r"\bnot\b[^.!?]{0,40}\banymore\b",
+    r"\bno more\b",
+    r"\bswitch(?:ed|ing)? (?:to|over)\b",
+    r"\bmoved? (?:to|over to)\b",
+    r"\bstarting (?:today|tomorrow|next week|monday|now)\b",
+    r"\bstop(?:ped)? (?:doing|using)\b",
+    r"\bnow\b[^.!?]{0,30}\bnot\b",
+]
+_CUE_RE = [re.compile(c, re.IGNORECASE) for c in _CUES]
+
+
+def change_cues(text: str) -> list[str]:
+    """The change/negation phrases in ``text`` ("from now on", "instead of", "not … anymore", …)."""
+    return [m.group(0) for rx in _CUE_RE for m in [rx.search(text)] if m]
+
+
+def is_change_statement(text: str) -> bool:
+    return bool(change_cues(text))
+
+
+# -- grouping ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    episode: Episode
+    vector: Vector
+    entities: frozenset[str]  # entity keys other than author and channel (projects, tools, tags, mentions)
+
+
+@dataclass
+class Group:
+    members: list[Candidate] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [c.episode.id for c in self.members]
+
+    @property
+    def key(self) -> str:
+        return group_key(self.ids)
+
+
+def group_key(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\x1f".join(sorted(ids)).encode()).hexdigest()[:20]
+
+
+def group_episodes(
+    candidates: Sequence[Candidate],
+    similarity_threshold: float,
+    entity_bonus: float = 0.08,
+    min_size: int = 3,
+) -> list[Group]:
+    """Leader clustering in time order: O(n·k), deterministic, no pairwise matrix.
+
+    An episode joins the most similar existing group (cosine to the group's centroid, plus a bonus
+    when it shares a project/tool/tag/mention with the group) if that score clears the threshold;
+    otherwise it starts a group. Change statements ("from now on …") never share a group with
+    plain statements: a change of habit is a different belief, for reflect to weigh.
+    """
+    ordered = sorted(candidates, key=lambda c: (c.episode.ts, c.episode.id))
+    groups: list[Group] = []
+    centroids: list[npt.NDArray[np.float64]] = []
+    entity_sets: list[set[str]] = []
+    change_flags: list[bool] = []
+    for cand in ordered:
+        v = _unit(np.asarray(cand.vector, dtype=np.float64))
+        change = is_change_statement(cand.episode.text)
+        best, best_score = -1, -math.inf
+        if centroids:
+            sims = np.stack(centroids) @ v
+            for gi in np.argsort(-sims, kind="stable")[:32]:
+                if change_flags[gi] != change:
+                    continue
+                score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
+                if score > best_score:
+                    best, best_score = int(gi), score
+        if best >= 0 and best_score >= similarity_threshold:
+            g = groups[best]
+            n = len(g.members)
+            centroids[best] = _unit(centroids[best] * n + v)
+            g.members.append(cand)
+            entity_sets[best] |= cand.entities
+        else:
+            groups.append(Group([cand]))
+            centroids.append(v)
+            entity_sets.append(set(cand.entities))
+            change_flags.append(change)
+    return [g for g in groups if len(g.members) >= min_size]
+
+
+def _unit(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+def cohesion(vectors: Sequence[Vector]) -> float:
+    """Mean cosine of the members to their centroid, in [0, 1] for unit vectors that agree."""
+    m = np.asarray(vectors, dtype=np.float64)
+    m = m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
+    c = _unit(m.mean(axis=0))
+    return float(np.clip((m @ c).mean(), 0.0, 1.0))
+
+
+def representative(vectors: Sequence[Vector]) -> int:
+    """Index of the member closest to the group's centroid (the offline statement comes from it)."""
+    m = np.asarray(vectors, dtype=np.float64)
+    c = _unit(m.mean(axis=0))
+    return int(np.argmax(m @ c))
+
+
+# -- confidence from the evidence ledger ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ledger:
+    support: int
+    counter: int
+    authors: int
+    channels: int
+    llm_confidence: float | None
+
+
+def ledger_confidence(led: Ledger) -> float:
+    """Evidence, not vibes: more supporting episodes, from more people, raise it; counter-evidence lowers it.
+
+    base = support / (support + 1 + 2·counter): 3 → 0.75, 5 → 0.83, 9 → 0.90
+    people = 0.8 with one author, 1.0 with two or more (one person repeating is weaker evidence)
+    the model's own confidence, when there is one, is averaged in with weight 0.5.
+    """
+    if led.support <= 0:
+        return 0.0
+    base = led.support / (led.support + 1 + 2 * led.counter)
+    people = 0.8 if led.authors <= 1 else 1.0
+    spread = min(1.0, 0.95 + 0.05 * led.channels)
+    ledger = base * people * spread
+    if led.llm_confidence is not None:
+        ledger = 0.5 * ledger + 0.5 * led.llm_confidence * min(1.0, people + 0.1)
+    return round(max(0.0, min(1.0, ledger)), 4)
+
+
+def status_for(confidence: float, floor: float, current: PatternStatus) -> PatternStatus:
+    """Active at or above the floor, tentative below; contested/superseded/retired are not changed here."""
+    if current in (PatternStatus.CONTESTED, PatternStatus.SUPERSEDED, PatternStatus.RETIRED):
+        return current
+    return PatternStatus.ACTIVE if confidence >= floor else PatternStatus.TENTATIVE
+
+
+def pattern_id(team: str, supporting_ids: Sequence[str]) -> str:
+    """Deterministic: a rerun after a crash finds the same id (no duplicate pattern)."""
+    return "pat_" + hashlib.sha256((team + "\x1e" + "\x1f".join(sorted(supporting_ids))).encode()).hexdigest()[:20]
+
+
+def contradiction_id(team: str, a: str, b: str) -> str:
+    x, y = sorted((a, b))
+    return "con_" + hashlib.sha256(f"{team}\x1e{x}\x1f{y}".encode()).hexdigest()[:16]
+
+
+# -- prune and decay -------------------------------------------------------------------------------
+
+
+def last_touched(ep: Episode) -> datetime:
+    return max(t for t in (ep.ingested_at, ep.last_accessed, ep.ts) if t is not None)
+
+
+def prune_eligible(
+    ep: Episode,
+    now: datetime,
+    stale_after: timedelta,
+    is_evidence: bool,
+    best_similarity: float,
+    match_threshold: float,
+) -> bool:
+    """Stale (untouched for ``stale_after``), raw, unpinned, evidence of nothing, matching no active pattern."""
+    return (
+        ep.status is EpisodeStatus.RAW
+        and not ep.pinned
+        and not is_evidence
+        and last_touched(ep) <= now - stale_after
+        and best_similarity < match_threshold
+    )
+
+
+def decay_eligible(ep: Episode, pattern: Pattern | None, now: datetime, grace: timedelta, floor: float) -> bool:
+    """Absorbed ≥ grace ago into a pattern that is still active, uncontested and at or above the floor."""
+    return (
+        ep.status is EpisodeStatus.ABSORBED
+        and ep.schema_absorbed == 1
+        and not ep.pinned
+        and ep.absorbed_at is not None
+        and ep.absorbed_at <= now - grace
+        and pattern is not None
+        and pattern.status is PatternStatus.ACTIVE
+        and pattern.confidence >= floor
+    )
+
+
+def is_stale(p: Pattern, now: datetime, stale_after: timedelta) -> bool:
+    return p.status is PatternStatus.ACTIVE and not p.pinned and p.last_seen <= now - stale_after
+
+
+def topic_for(subjects: Sequence[str], entity_kinds: Mapping[str, str], channel: str, kind: str) -> str:
+    """A topic slug: the first project/tool/tag subject, else the main channel, else the pattern kind."""
+    for s in subjects:
+        if entity_kinds.get(s) in ("project", "tool", "topic"):
+            return slug(s)
+    return slug(channel) if channel else kind
+
+
+def slug(name: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", name.casefold().lstrip("#@")).strip("-")
+    return s[:40] or "general"

@@ -1,0 +1,104 @@
+"""What the bot gets back for a query: pinned facts first, then patterns, raw episodes only as fallback.
+
+Every recall marks what it returned as accessed (prune reads that: a recalled episode is not stale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+
+from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, PatternStatus, normalize_name
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.vector import VectorStore
+
+FACT_MIN_SIMILARITY = 0.2
+PATTERN_MIN_SIMILARITY = 0.25
+GOOD_ENOUGH = 0.35  # with this many good patterns, no raw episode is needed
+
+
+class RecallItem(BaseModel):
+    kind: Literal["fact", "pattern", "episode"]
+    id: str
+    team: str
+    text: str
+    similarity: float
+    confidence: float | None = None
+    status: str | None = None
+    contested: bool = False
+    evidence: int | None = None
+
+    def render(self) -> str:
+        if self.kind == "episode":
+            return f"[episode {self.similarity:.2f}] {self.text}"
+        flags = " CONTESTED" if self.contested else ""
+        label = (
+            "fact, pinned" if self.kind == "fact" else f"{self.status} {self.confidence:.2f}, {self.evidence} episodes"
+        )
+        return f"[{label}{flags}] {self.text}"
+
+
+def recall(
+    graph: CypherGraphStore,
+    vectors: VectorStore,
+    query: str,
+    now: datetime,
+    teams: Sequence[str] | None = None,
+    entity: str | None = None,
+    k: int = 5,
+) -> list[RecallItem]:
+    ent = normalize_name(entity) if entity else None
+    items: list[RecallItem] = []
+    for team in teams if teams is not None else graph.teams():
+        hits = vectors.query(team, "patterns", query, n=k * 4)
+        pats = {p.id: p for p in graph.patterns_by_id([h.id for h in hits])}
+        for h in hits:
+            p = pats.get(h.id)
+            if p is None or p.status not in PATTERN_LIVE:
+                continue
+            if ent and not (any(normalize_name(s) == ent for s in p.subjects) or ent in p.statement.casefold()):
+                continue
+            floor = FACT_MIN_SIMILARITY if p.pinned else PATTERN_MIN_SIMILARITY
+            if h.similarity < floor:
+                continue
+            items.append(
+                RecallItem(
+                    kind="fact" if p.pinned else "pattern",
+                    id=p.id,
+                    team=team,
+                    text=p.statement,
+                    similarity=round(h.similarity, 4),
+                    confidence=p.confidence,
+                    status=p.status.value,
+                    contested=p.status is PatternStatus.CONTESTED,
+                    evidence=p.support_count,
+                )
+            )
+    items.sort(key=lambda i: (i.kind != "fact", -(i.similarity * (i.confidence or 0.0)), i.id))
+    items = items[:k]
+    good = sum(1 for i in items if i.similarity >= GOOD_ENOUGH)
+    if good < k:
+        for team in teams if teams is not None else graph.teams():
+            hits = vectors.query(team, "episodes", query, n=k * 3)
+            eps = {e.id: e for e in graph.get_episodes([h.id for h in hits])}
+            for h in hits:
+                e = eps.get(h.id)
+                if e is None or e.status not in EPISODE_LIVE:
+                    continue
+                if (
+                    ent
+                    and ent not in (normalize_name(e.author), normalize_name(e.channel))
+                    and ent not in e.text.casefold()
+                ):
+                    continue
+                items.append(
+                    RecallItem(kind="episode", id=e.id, team=team, text=e.text, similarity=round(h.similarity, 4))
+                )
+        pats_part = [i for i in items if i.kind != "episode"]
+        eps_part = sorted((i for i in items if i.kind == "episode"), key=lambda i: (-i.similarity, i.id))
+        items = pats_part + eps_part[: k - good]
+    graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
+    return items

@@ -1,0 +1,63 @@
+"""What every step gets (StepContext) and returns (a Plan that can describe itself and be applied)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from taskzilla_sleep.llm.base import LLMProvider
+from taskzilla_sleep.models import Pattern
+from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.vector import Embedder, VectorKind, VectorStore
+
+
+@dataclass
+class StepContext:
+    team: str
+    now: datetime
+    settings: Settings
+    graph: CypherGraphStore
+    vectors: VectorStore
+    embedder: Embedder
+    llm: LLMProvider
+    notes: dict[str, list[str]] = field(default_factory=dict)  # report material (e.g. stale patterns)
+    # Dry runs only: patterns an earlier step of this night would have written, so later steps plan
+    # against them (a dry run of the whole cycle shows the contradictions the new patterns open).
+    pending_patterns: dict[str, Pattern] = field(default_factory=dict)
+
+    def vectors_of(self, kind: VectorKind, ids: list[str]) -> dict[str, npt.NDArray[np.float64]]:
+        """Stored vectors by id; any id without one is embedded from the graph's text (and not stored)."""
+        found = {k: np.asarray(v, dtype=np.float64) for k, v in self.vectors.embeddings(self.team, kind, ids).items()}
+        pending = [i for i in ids if i not in found and i in self.pending_patterns and kind == "patterns"]
+        if pending:
+            vecs = self.embedder.embed([self.pending_patterns[i].statement for i in pending])
+            found.update({i: np.asarray(v, dtype=np.float64) for i, v in zip(pending, vecs, strict=True)})
+        missing = [i for i in ids if i not in found]
+        if missing:
+            texts = self.graph.live_texts(self.team, "episode" if kind == "episodes" else "pattern", missing)
+            todo = [i for i in missing if i in texts]
+            for i, v in zip(todo, self.embedder.embed([texts[i] for i in todo]), strict=True):
+                found[i] = np.asarray(v, dtype=np.float64)
+        return found
+
+
+class Plan(Protocol):
+    step: str
+
+    def lines(self) -> list[str]:
+        """The plan as a readable diff, one change a line (for --dry-run)."""
+        ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def empty(self) -> bool: ...
+
+
+def one_line(text: str, width: int = 90) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= width else t[: width - 1] + "…"

@@ -1,0 +1,65 @@
+"""03:25 decay: retire raw episodes already absorbed into a high-confidence pattern, after the grace.
+
+Eligible: ``schema_absorbed=1``, ``absorbed_at`` at least ``decay.grace_hours`` ago, and the
+absorbing pattern still active, not contested and at or above the floor. Retired: the vector
+leaves Chroma, the text leaves the graph, a tombstone keeps (id, time, pattern it fed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.models import Episode, EpisodeStatus, to_ms
+from taskzilla_sleep.policies import decay_eligible
+from taskzilla_sleep.steps.base import StepContext, one_line
+
+
+@dataclass
+class DecayPlan:
+    team: str
+    step: str = "decay"
+    retire: list[tuple[Episode, str]] = field(default_factory=list)  # (episode, pattern id)
+    waiting: int = 0  # absorbed, still in their grace period or held by a contested/weak pattern
+
+    def lines(self) -> list[str]:
+        return [f"- retire {e.id} (absorbed into {pid}) {one_line(e.text, 70)}" for e, pid in self.retire]
+
+    def counts(self) -> dict[str, int]:
+        return {"retired": len(self.retire), "waiting": self.waiting}
+
+    def empty(self) -> bool:
+        return not self.retire
+
+
+def plan(ctx: StepContext) -> DecayPlan:
+    p = DecayPlan(team=ctx.team)
+    absorbed = ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])
+    pids = sorted({e.absorbed_by for e in absorbed if e.absorbed_by})
+    patterns = {x.id: x for x in ctx.graph.patterns_by_id(pids)}
+    grace = timedelta(hours=ctx.settings.decay.grace_hours)
+    floor = ctx.settings.distill.confidence_floor
+    for e in absorbed:
+        pat = patterns.get(e.absorbed_by or "")
+        if decay_eligible(e, pat, ctx.now, grace, floor) and pat is not None:
+            p.retire.append((e, pat.id))
+        else:
+            p.waiting += 1
+    return p
+
+
+def apply(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
+    at = to_ms(ctx.now)
+    rows = [
+        {"id": e.id, "status": EpisodeStatus.RETIRED.value, "at": at, "reason": "absorbed", "pattern_id": pid}
+        for e, pid in plan.retire
+    ]
+    # Graph first, then vectors (a crash in between leaves orphan vectors that prune/reconcile drop).
+    for i in range(0, len(rows), 500):
+        ctx.graph.retire_episodes(rows[i : i + 500])
+    crashpoint("decay.after_graph")
+    if rows:
+        ctx.vectors.delete(ctx.team, "episodes", [str(r["id"]) for r in rows])
+    crashpoint("decay.after_vectors")
+    return plan.counts()

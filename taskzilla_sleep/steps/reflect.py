@@ -1,0 +1,230 @@
+"""03:15 reflect: every pattern created or changed since the last reflect, against older beliefs.
+
+Neighbours come from the vectors (most similar live patterns) and the graph (patterns about the
+same entities). The model classifies each (new, old) pair: same -> merge (older id kept, evidence
+summed), refines/compatible -> link, contradicts -> a Contradiction with both beliefs kept and
+marked contested. Nothing is overwritten; pinned facts are never merged or contested away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+import structlog
+
+from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.llm.base import PatternView, ReflectRequest, Verdict
+from taskzilla_sleep.models import (
+    PATTERN_LIVE,
+    Contradiction,
+    Episode,
+    EpisodeStatus,
+    Pattern,
+    PatternStatus,
+    from_ms,
+    to_ms,
+)
+from taskzilla_sleep.policies import Ledger, contradiction_id, is_stale, ledger_confidence
+from taskzilla_sleep.steps.base import StepContext, one_line
+
+log = structlog.get_logger(__name__)
+
+WATERMARK = "reflect_watermark:{team}"
+
+
+@dataclass
+class Merge:
+    keep: Pattern
+    drop: Pattern
+    moved: list[str]  # episodes absorbed by ``drop`` that now point at ``keep``
+
+
+@dataclass
+class ReflectPlan:
+    team: str
+    step: str = "reflect"
+    merges: list[Merge] = field(default_factory=list)
+    links: list[tuple[str, str, str]] = field(default_factory=list)  # (new, relation, old)
+    contradictions: list[tuple[Contradiction, Pattern, Pattern]] = field(default_factory=list)  # (c, old, new)
+    stale: list[Pattern] = field(default_factory=list)
+    compared: int = 0
+    unanswered: int = 0
+    statements: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [
+            f"= merge {m.drop.id} into {m.keep.id} (evidence {m.keep.support_count}) {one_line(m.keep.statement)}"
+            for m in self.merges
+        ]
+        out += [f"& link {a} {rel} {b}" for a, rel, b in self.links]
+        for c, old, new in self.contradictions:
+            out.append(f"! contradiction {c.id}: both kept, both contested")
+            out.append(f"    old {old.id} ({old.support_count} episodes) {one_line(old.statement)}")
+            out.append(f"    new {new.id} ({new.support_count} episodes) {one_line(new.statement)}")
+        out += [
+            f"? stale (listed, not removed) {p.id} last seen {p.last_seen.date()} {one_line(p.statement)}"
+            for p in self.stale
+        ]
+        return out
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "compared": self.compared,
+            "merges": len(self.merges),
+            "links": len(self.links),
+            "contradictions": len(self.contradictions),
+            "stale": len(self.stale),
+            "unanswered": self.unanswered,
+        }
+
+    def empty(self) -> bool:
+        return not (self.merges or self.links or self.contradictions)
+
+
+def plan(ctx: StepContext) -> ReflectPlan:
+    p = ReflectPlan(team=ctx.team)
+    raw = ctx.graph.get_meta(WATERMARK.format(team=ctx.team))
+    watermark = from_ms(int(raw)) if raw else None
+    patterns = {x.id: x for x in ctx.graph.patterns(ctx.team)} | ctx.pending_patterns
+    live = {i: x for i, x in patterns.items() if x.status in PATTERN_LIVE}
+    p.statements = {i: x.statement for i, x in patterns.items()}
+    p.stale = [x for x in live.values() if is_stale(x, ctx.now, timedelta(days=ctx.settings.reflect.stale_after_days))]
+    changed = sorted(
+        (x for x in live.values() if watermark is None or x.updated_at > watermark),
+        key=lambda x: (x.first_seen, x.id),
+    )
+    if not changed or len(live) < 2:
+        return p
+
+    vecs = ctx.vectors_of("patterns", sorted(live))
+    ids = [i for i in sorted(live) if i in vecs]
+    matrix = np.stack([vecs[i] for i in ids])
+    decided = {(a, b) for a, _rel, b in ctx.graph.pattern_links(ctx.team)}
+    decided |= {(c.new_pattern_id, c.old_pattern_id) for c in ctx.graph.contradictions(ctx.team)}
+    decided |= {(b, a) for a, b in decided}
+
+    pairs: list[tuple[Pattern, Pattern, float]] = []
+    seen: set[tuple[str, str]] = set()
+    for new in changed:
+        if new.id not in vecs:
+            continue
+        sims = matrix @ vecs[new.id]
+        order = [ids[k] for k in np.argsort(-sims) if ids[k] != new.id][: ctx.settings.reflect.neighbours]
+        neighbours = order + [i for i in ctx.graph.entity_neighbours(new.id, sorted(PATTERN_LIVE)) if i not in order]
+        for oid in neighbours:
+            old = live.get(oid)
+            if old is None or oid not in vecs:
+                continue
+            if (old.first_seen, old.id) > (new.first_seen, new.id):
+                new_, old_ = old, new  # the pair is always (newer, older)
+            else:
+                new_, old_ = new, old
+            key = (new_.id, old_.id)
+            sim = float(vecs[new_.id] @ vecs[old_.id])
+            if key in seen or key in decided or sim < ctx.settings.reflect.min_similarity:
+                continue
+            seen.add(key)
+            pairs.append((new_, old_, sim))
+
+    requests = [ReflectRequest(team=ctx.team, new=_view(n), old=_view(o), similarity=round(s, 4)) for n, o, s in pairs]
+    verdicts = ctx.llm.classify_many(requests)
+    p.compared = len(pairs)
+    gone: set[str] = set()
+    absorbed = {e.id: e for e in ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])}
+    for (new, old, _sim), verdict in zip(pairs, verdicts, strict=True):
+        if verdict is None:
+            p.unanswered += 1
+            continue
+        if new.id in gone or old.id in gone:
+            continue
+        _decide(ctx, p, new, old, verdict, gone, absorbed)
+    return p
+
+
+def _decide(
+    ctx: StepContext,
+    p: ReflectPlan,
+    new: Pattern,
+    old: Pattern,
+    verdict: Verdict,
+    gone: set[str],
+    absorbed: dict[str, Episode],
+) -> None:
+    rel = verdict.relation
+    if rel == "same" and not (new.pinned or old.pinned) and PatternStatus.CONTESTED not in (new.status, old.status):
+        evidence = sorted(set(old.evidence_ids) | set(new.evidence_ids))
+        keep = old.model_copy(
+            update={
+                "evidence_ids": evidence,
+                "support_count": len(evidence),
+                "first_seen": min(old.first_seen, new.first_seen),
+                "last_seen": max(old.last_seen, new.last_seen),
+                "updated_at": ctx.now,
+            }
+        )
+        moved = sorted(i for i, e in absorbed.items() if e.absorbed_by == new.id)
+        drop = new.model_copy(
+            update={
+                "status": PatternStatus.RETIRED,
+                "superseded_by": old.id,
+                "archived_at": ctx.now,
+                "archived_by": "reflect",
+                "archived_reason": f"merged into {old.id} (same belief)",
+                "valid_to": ctx.now,
+                "updated_at": ctx.now,
+            }
+        )
+        p.merges.append(Merge(keep, drop, moved))
+        gone.add(new.id)
+    elif rel == "same" or rel in ("refines", "compatible"):
+        p.links.append((new.id, "refines" if rel == "refines" else "compatible", old.id))
+    elif rel == "contradicts":
+        c = Contradiction(
+            id=contradiction_id(ctx.team, old.id, new.id),
+            team=ctx.team,
+            old_pattern_id=old.id,
+            new_pattern_id=new.id,
+            opened_at=ctx.now,
+            reason=verdict.reason[:300],
+        )
+        p.contradictions.append((c, old, new))
+
+
+def _after_counter(old: Pattern, new: Pattern) -> float:
+    """The old belief's confidence once the new one's support counts against it (same ledger rule as distill)."""
+    led = Ledger(
+        support=old.support_count,
+        counter=old.counter_count + new.support_count,
+        authors=old.distinct_authors,
+        channels=old.distinct_channels,
+        llm_confidence=old.llm_confidence,
+    )
+    return ledger_confidence(led)
+
+
+def _view(x: Pattern) -> PatternView:
+    return PatternView(id=x.id, statement=x.statement, kind=x.kind, first_seen=x.first_seen, support=x.support_count)
+
+
+def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
+    for m in plan.merges:
+        rows = [{"id": i, "set": {"absorbed_by": m.keep.id}} for i in m.moved]
+        # Graph first (one atomic write: both patterns, the MERGED_INTO link, the tombstone, the
+        # re-pointed episodes), then the dropped pattern's vector leaves Chroma.
+        ctx.graph.merge_patterns(m.keep, m.drop, rows, ctx.now)
+        crashpoint("reflect.after_merge_graph")
+        ctx.vectors.delete(ctx.team, "patterns", [m.drop.id])
+    for a, rel, b in plan.links:
+        ctx.graph.link_patterns(a, b, rel)
+    for c, old, new in plan.contradictions:
+        # One atomic write: the contradiction, both beliefs contested, and the new belief's support
+        # recorded as counter-evidence in the old one's ledger (only when the contradiction is new).
+        ctx.graph.open_contradiction(c, counter=new.support_count, old_confidence=_after_counter(old, new))
+        crashpoint("reflect.after_contradiction")
+        log.warning("contradiction_opened", contradiction_id=c.id, old=old.id, new=new.id, team=ctx.team)
+    ctx.notes.setdefault("stale", []).extend(f"{x.id}: {one_line(x.statement, 80)}" for x in plan.stale)
+    crashpoint("reflect.before_watermark")
+    ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    return plan.counts()

@@ -1,0 +1,382 @@
+"""Chroma as the vector store: embedded (a directory) or a server (HTTP).
+
+One collection per team and kind, ``tz_{team}_{kind}``, in cosine space. The embedding function
+is passed on every get: without it Chroma would rebuild one from the collection's config or fall
+back to its default, which downloads a model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast, get_args
+
+import chromadb
+import numpy as np
+import structlog
+from chromadb.api import ClientAPI
+from chromadb.api.models.Collection import Collection
+from chromadb.api.types import Embeddable, EmbeddingFunction
+from chromadb.config import Settings
+from chromadb.errors import NotFoundError
+
+from taskzilla_sleep.embeddings import chroma_embedding_function
+from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
+from taskzilla_sleep.stores.vector import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
+
+log = structlog.get_logger(__name__)
+
+_PREFIX = "tz_"
+_KINDS: tuple[str, ...] = get_args(VectorKind)
+_TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
+# Chroma allows ~5,000 records a call; smaller batches keep HTTP bodies (≈4 KB a vector as
+# JSON) and each call's duration modest, so the per-request timeout stays meaningful.
+_BATCH_CAP = 1000
+_LIST_PAGE = 1000
+# A connect should be quick; a big upsert or a query on a cold collection may take longer.
+_MIN_REQUEST_TIMEOUT_S = 30.0
+
+
+class ChromaVectorStore:
+    """The ``VectorStore`` on Chroma. Build with :meth:`embedded` or :meth:`server`.
+
+    The Chroma client is created on first use, not in the constructor: ``chromadb.HttpClient``
+    talks to the server while it is being built, and that must happen under a timeout.
+    """
+
+    def __init__(
+        self,
+        backend: VectorBackend,
+        location: str,
+        connect: Callable[[], ClientAPI],
+        embedder: Embedder,
+    ) -> None:
+        self.backend: VectorBackend = backend
+        self._location = location
+        self._connect = connect
+        self._embedder = embedder
+        # Chroma annotates the parameter as EmbeddingFunction[Documents | Images]; a text-only
+        # function is what it expects at run time, the generic is just invariant.
+        self._embedding_function = cast(EmbeddingFunction[Embeddable], chroma_embedding_function(embedder))
+        self._lock = threading.Lock()
+        self._client_obj: ClientAPI | None = None
+        self._closed = False
+        self._batch_size: int | None = None
+        self._log = log.bind(backend=backend, location=location)
+
+    @classmethod
+    def embedded(cls, path: Path, embedder: Embedder) -> ChromaVectorStore:
+        """Chroma in this process, persisted under ``path``."""
+
+        def connect() -> ClientAPI:
+            return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+        return cls("chroma-embedded", str(path), connect, embedder)
+
+    @classmethod
+    def server(cls, host: str, port: int, embedder: Embedder, timeout_s: float = 5.0) -> ChromaVectorStore:
+        """A Chroma server (``chroma run``) at ``host:port``."""
+        url = f"http://{host}:{port}"
+
+        def connect() -> ClientAPI:
+            # HttpClient's constructor makes requests with no timeout at all; a heartbeat with
+            # one first turns "nothing answers" into a quick error instead of a hang.
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=timeout_s) as response:
+                    response.read()
+            except (OSError, ValueError) as exc:
+                raise StoreError(
+                    f"chroma-server connect failed ({url}): "
+                    f"no answer to GET /api/v2/heartbeat within {timeout_s}s: {exc}"
+                ) from exc
+            client = chromadb.HttpClient(host=host, port=port, settings=Settings(anonymized_telemetry=False))
+            _set_http_timeout(client, timeout_s)
+            return client
+
+        return cls("chroma-server", url, connect, embedder)
+
+    # -- VectorStore ---------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        return f"{self.backend} {self._location}"
+
+    def ping(self) -> None:
+        with self._errors("ping"):
+            self._client().heartbeat()
+
+    def upsert(
+        self,
+        team: str,
+        kind: VectorKind,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, MetaValue]],
+    ) -> None:
+        name = _collection_name(team, kind)
+        if not len(ids) == len(texts) == len(metadatas):
+            raise InputError(
+                f"upsert into {name}: {len(ids)} ids, {len(texts)} texts and {len(metadatas)} "
+                "metadatas; they must be the same length"
+            )
+        if len(set(ids)) != len(ids):
+            # Chroma rejects duplicates only within one call; across our batches the last would
+            # silently win, so refuse up front.
+            raise InputError(f"upsert into {name}: duplicate ids in one call")
+        if not ids:
+            return
+        with self._errors("upsert", name):
+            collection = self._collection(name, create=True)
+            assert collection is not None
+            size = self._batch()
+            for start in range(0, len(ids), size):
+                end = start + size
+                collection.upsert(
+                    ids=list(ids[start:end]),
+                    documents=list(texts[start:end]),
+                    # Chroma rejects an empty metadata dict; None means "no metadata".
+                    metadatas=[dict(m) or None for m in metadatas[start:end]],  # type: ignore[misc]
+                )
+        self._log.info("vectors_upserted", collection=name, n=len(ids))
+
+    def present(self, team: str, kind: VectorKind, ids: Sequence[str] | None = None) -> set[str]:
+        name = _collection_name(team, kind)
+        if ids is not None and not ids:
+            return set()
+        found: set[str] = set()
+        with self._errors("present", name):
+            collection = self._collection(name, create=False)
+            if collection is None:
+                return found
+            if ids is None:
+                page = self._batch()
+                offset = 0
+                while True:
+                    got = collection.get(include=[], limit=page, offset=offset)["ids"]
+                    found.update(got)
+                    if len(got) < page:
+                        break
+                    offset += page
+            else:
+                unique = list(dict.fromkeys(ids))
+                size = self._batch()
+                for start in range(0, len(unique), size):
+                    found.update(collection.get(ids=unique[start : start + size], include=[])["ids"])
+        return found
+
+    def embeddings(self, team: str, kind: VectorKind, ids: Sequence[str]) -> dict[str, list[float]]:
+        name = _collection_name(team, kind)
+        vectors: dict[str, list[float]] = {}
+        if not ids:
+            return vectors
+        with self._errors("embeddings", name):
+            collection = self._collection(name, create=False)
+            if collection is None:
+                return vectors
+            unique = list(dict.fromkeys(ids))
+            size = self._batch()
+            for start in range(0, len(unique), size):
+                got = collection.get(ids=unique[start : start + size], include=["embeddings"])
+                if got["embeddings"] is None or not got["ids"]:
+                    continue
+                rows: list[list[float]] = np.asarray(got["embeddings"], dtype=np.float64).tolist()
+                vectors.update(zip(got["ids"], rows, strict=True))
+        return vectors
+
+    def delete(self, team: str, kind: VectorKind, ids: Sequence[str]) -> None:
+        name = _collection_name(team, kind)
+        if not ids:
+            return
+        with self._errors("delete", name):
+            collection = self._collection(name, create=False)
+            if collection is None:
+                return
+            unique = list(dict.fromkeys(ids))
+            size = self._batch()
+            for start in range(0, len(unique), size):
+                collection.delete(ids=unique[start : start + size])
+        self._log.info("vectors_deleted", collection=name, n=len(unique))
+
+    def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
+        name = _collection_name(team, kind)
+        if n <= 0:
+            return []
+        with self._errors("query", name):
+            collection = self._collection(name, create=False)
+            if collection is None:
+                return []
+            result = collection.query(query_texts=[text], n_results=n, include=["documents", "metadatas", "distances"])
+        ids = result["ids"][0]
+        documents = (result["documents"] or [[]])[0]
+        metadatas = (result["metadatas"] or [[]])[0]
+        distances = (result["distances"] or [[]])[0]
+        hits = [
+            VectorHit(
+                id=id_,
+                # The collection is in cosine space, where distance = 1 - cosine similarity.
+                similarity=1.0 - float(distances[i]),
+                text=documents[i] if i < len(documents) and documents[i] is not None else "",
+                metadata=_scalar_metadata(metadatas[i] if i < len(metadatas) else None),
+            )
+            for i, id_ in enumerate(ids)
+        ]
+        hits.sort(key=lambda hit: hit.similarity, reverse=True)
+        return hits
+
+    def count(self, team: str, kind: VectorKind) -> int:
+        name = _collection_name(team, kind)
+        with self._errors("count", name):
+            collection = self._collection(name, create=False)
+            return 0 if collection is None else collection.count()
+
+    def teams(self) -> list[str]:
+        with self._errors("teams"):
+            names = self._collection_names()
+        return sorted({team for team in map(_team_of, names) if team is not None})
+
+    def delete_all(self) -> None:
+        with self._errors("delete_all"):
+            client = self._client()
+            ours = [name for name in self._collection_names() if name.startswith(_PREFIX)]
+            for name in ours:
+                client.delete_collection(name)
+        self._log.info("vector_collections_dropped", n=len(ours))
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client_obj, self._closed = self._client_obj, None, True
+        # ClientAPI doesn't declare close(); the Client that both constructors return has it,
+        # and for the embedded store it releases the SQLite files.
+        close = getattr(client, "close", None)
+        if callable(close):
+            with self._errors("close"):
+                close()
+                # chromadb never closes its HTTP sessions (the client's and its internal admin
+                # client's); their sockets would linger until garbage collection.
+                for session in _http_sessions(client):
+                    session.close()
+            self._log.debug("vector_store_closed")
+
+    # -- internals -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, operation: str, collection: str | None = None) -> Iterator[None]:
+        """Convert whatever Chroma (or its HTTP layer) raises into a StoreError, once, here."""
+        try:
+            yield
+        except TaskzillaError:
+            # Already ours (e.g. the embedder failed): keep its type and message.
+            raise
+        except Exception as exc:
+            where = self._location if collection is None else f"{self._location}, {collection}"
+            raise StoreError(f"{self.backend} {operation} failed ({where}): {type(exc).__name__}: {exc}") from exc
+
+    def _client(self) -> ClientAPI:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.describe()}: the store is closed")
+            if self._client_obj is None:
+                self._client_obj = self._connect()
+                self._log.debug("vector_store_connected")
+            return self._client_obj
+
+    def _batch(self) -> int:
+        if self._batch_size is None:
+            self._batch_size = max(1, min(_BATCH_CAP, self._client().get_max_batch_size()))
+        return self._batch_size
+
+    def _collection(self, name: str, *, create: bool) -> Collection | None:
+        """The collection ``name`` (created when ``create``), or None when it doesn't exist."""
+        client = self._client()
+        if create:
+            collection = client.get_or_create_collection(
+                name,
+                # A fresh dict each call: Chroma writes the embedding function into it.
+                configuration={"hnsw": {"space": "cosine"}},
+                embedding_function=self._embedding_function,
+            )
+        else:
+            try:
+                collection = client.get_collection(
+                    name,
+                    embedding_function=self._embedding_function,
+                )
+            except NotFoundError:
+                return None
+        self._check_embedder(collection)
+        return collection
+
+    def _check_embedder(self, collection: Collection) -> None:
+        # Vectors from two models don't compare, even at the same dimension; Chroma only checks
+        # the function's class name, which is the same for every hosted model.
+        function: Any = collection.configuration_json.get("embedding_function")
+        config = function.get("config") if isinstance(function, dict) else None
+        stored = config.get("embedder") if isinstance(config, dict) else None
+        if stored is not None and stored != self._embedder.name:
+            raise StoreError(
+                f"{self.describe()}: collection {collection.name} holds vectors of {stored!r}, "
+                f"not of the configured embedder {self._embedder.name!r}"
+            )
+
+    def _collection_names(self) -> list[str]:
+        client = self._client()
+        names: list[str] = []
+        offset = 0
+        while True:
+            page = [c.name for c in client.list_collections(limit=_LIST_PAGE, offset=offset)]
+            names.extend(page)
+            if len(page) < _LIST_PAGE:
+                return names
+            offset += _LIST_PAGE
+
+
+def _collection_name(team: str, kind: str) -> str:
+    if not _TEAM_RE.fullmatch(team):
+        raise InputError(
+            f"invalid team name {team!r}: 1-48 characters of letters, digits, '_' and '-', "
+            "starting with a letter or digit"
+        )
+    if kind not in _KINDS:
+        raise InputError(f"invalid vector kind {kind!r}: one of {', '.join(_KINDS)}")
+    return f"{_PREFIX}{team}_{kind}"
+
+
+def _team_of(name: str) -> str | None:
+    """The team of a collection named ``tz_{team}_{kind}``; None for anything else."""
+    if not name.startswith(_PREFIX):
+        return None
+    rest = name[len(_PREFIX) :]
+    for kind in _KINDS:
+        team = rest.removesuffix(f"_{kind}")
+        if team != rest and _TEAM_RE.fullmatch(team):
+            return team
+    return None
+
+
+def _scalar_metadata(metadata: Mapping[str, Any] | None) -> dict[str, MetaValue]:
+    if not metadata:
+        return {}
+    return {k: v for k, v in metadata.items() if isinstance(v, str | int | float | bool)}
+
+
+def _set_http_timeout(client: ClientAPI, timeout_s: float) -> None:
+    # chromadb's HTTP client builds its httpx session with timeout=None and has no setting for
+    # it; without this a stalled server hangs every call. The attributes are private, so this
+    # is best effort: if they move, calls still work, just without the timeout.
+    sessions = _http_sessions(client)
+    if not sessions:
+        log.warning("chroma_http_timeout_not_set", reason="chromadb internals changed")
+    slow = max(timeout_s, _MIN_REQUEST_TIMEOUT_S)
+    for session in sessions:
+        session.timeout = (timeout_s, slow, slow, timeout_s)  # connect, read, write, pool
+
+
+def _http_sessions(client: object) -> list[Any]:
+    """The httpx sessions inside a chromadb HTTP client: its own and its internal admin
+    client's (private attributes; an empty list if they aren't there)."""
+    owners = (client, getattr(client, "_admin_client", None))
+    sessions = (getattr(getattr(owner, "_server", None), "_session", None) for owner in owners)
+    return [session for session in sessions if session is not None]

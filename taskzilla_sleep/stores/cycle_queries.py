@@ -1,0 +1,367 @@
+"""Cypher for the nightly cycle, shared by Neo4j and FalkorDB (same dialect rules as cypher.py).
+
+Each write that must not be half-done is ONE query (one transaction on Neo4j, one atomic query on
+FalkorDB): a pattern with its evidence links and the absorption of its episodes; a merge; a
+contradiction with both beliefs marked contested; a batch of retirements with their tombstones.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from taskzilla_sleep.models import (
+    Contradiction,
+    Episode,
+    Pattern,
+    Run,
+    from_ms,
+    to_ms,
+)
+
+Row = dict[str, Any]
+
+Q_EPISODES_IN_WINDOW = """
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $statuses AND e.ts > $from AND e.ts <= $to
+RETURN properties(e) AS p
+"""
+
+Q_EPISODES_BY_STATUS = """
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $statuses
+RETURN properties(e) AS p
+"""
+
+Q_EPISODE_ENTITIES = """
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})-[m:MENTIONS]->(n:Entity)
+RETURN e.id AS id, n.key AS key, n.kind AS kind, n.name AS name, m.role AS role
+"""
+
+Q_EVIDENCE_IDS = """
+MATCH (p:Pattern)-[:EVIDENCED_BY]->(e:Episode)
+WHERE p.team = $team
+RETURN DISTINCT e.id AS id
+"""
+
+Q_PATTERNS = """
+MATCH (p:Pattern)
+WHERE p.team = $team
+RETURN properties(p) AS p
+"""
+
+Q_PATTERNS_BY_ID = """
+UNWIND $ids AS id
+MATCH (p:Pattern {id: id})
+RETURN properties(p) AS p
+"""
+
+Q_WRITE_PATTERN = """
+MERGE (p:Pattern {id: $id})
+SET p += $props
+FOREACH (k IN $subject_keys | MERGE (n:Entity {key: k}) MERGE (p)-[:ABOUT]->(n))
+WITH p
+UNWIND $evidence AS row
+MATCH (e:Episode {id: row.id})
+MERGE (p)-[:EVIDENCED_BY]->(e)
+SET e += row.set
+"""
+
+Q_SET_EPISODES = """
+UNWIND $rows AS row
+MATCH (e:Episode {id: row.id})
+SET e += row.set
+"""
+
+Q_SET_PATTERNS = """
+UNWIND $rows AS row
+MATCH (p:Pattern {id: row.id})
+SET p += row.set
+"""
+
+Q_RETIRE_EPISODES = """
+UNWIND $rows AS r
+MATCH (e:Episode {id: r.id})
+SET e.status = r.status, e.text = null, e.retired_at = r.at
+MERGE (t:Tombstone {id: r.id})
+ON CREATE SET t.kind = 'episode', t.team = e.team, t.at = r.at, t.reason = r.reason, t.pattern_id = r.pattern_id
+"""
+
+Q_MERGE_PATTERNS = """
+MATCH (keep:Pattern {id: $keep}), (drop:Pattern {id: $drop})
+SET keep += $keep_props, drop += $drop_props
+MERGE (drop)-[:MERGED_INTO]->(keep)
+MERGE (t:Tombstone {id: $drop})
+ON CREATE SET t.kind = 'pattern', t.team = drop.team, t.at = $at, t.reason = 'merged', t.pattern_id = $keep
+WITH keep
+UNWIND $moved AS row
+MATCH (e:Episode {id: row.id})
+MERGE (keep)-[:EVIDENCED_BY]->(e)
+SET e += row.set
+"""
+
+Q_LINK = {
+    "refines": "MATCH (a:Pattern {id: $a}), (b:Pattern {id: $b}) MERGE (a)-[:REFINES]->(b)",
+    "compatible": "MATCH (a:Pattern {id: $a}), (b:Pattern {id: $b}) MERGE (a)-[:COMPATIBLE_WITH]->(b)",
+}
+
+Q_OPEN_CONTRADICTION = """
+MATCH (o:Pattern {id: $old}), (n:Pattern {id: $new})
+MERGE (c:Contradiction {id: $id})
+ON CREATE SET c += $props, o.counter_count = coalesce(o.counter_count, 0) + $counter,
+    o.confidence = CASE WHEN o.pinned THEN o.confidence ELSE $old_confidence END
+MERGE (c)-[:OLD_BELIEF]->(o)
+MERGE (c)-[:NEW_BELIEF]->(n)
+SET o.status = CASE WHEN o.pinned THEN o.status ELSE 'contested' END,
+    n.status = CASE WHEN n.pinned THEN n.status ELSE 'contested' END,
+    o.updated_at = $at, n.updated_at = $at
+"""
+
+Q_RESOLVE_SUPERSEDE = """
+MATCH (c:Contradiction {id: $c.id}), (w:Pattern {id: $w.id}), (l:Pattern {id: $l.id})
+SET c += $c, w += $w, l += $l
+MERGE (w)-[:SUPERSEDES]->(l)
+"""
+
+Q_RESOLVE_BOTH = """
+MATCH (c:Contradiction {id: $c.id}), (a:Pattern {id: $a.id}), (b:Pattern {id: $b.id})
+SET c += $c, a += $a, b += $b
+"""
+
+Q_CONTRADICTIONS = """
+MATCH (c:Contradiction)
+WHERE ($team IS NULL OR c.team = $team) AND ($status IS NULL OR c.status = $status)
+RETURN properties(c) AS c
+"""
+
+Q_PATTERN_NEIGHBOURS_BY_ENTITY = """
+MATCH (p:Pattern {id: $id})-[:ABOUT]->(n:Entity)<-[:ABOUT]-(q:Pattern)
+WHERE q.id <> p.id AND q.status IN $live
+RETURN DISTINCT q.id AS id
+"""
+
+Q_LINKS_OF = """
+MATCH (a:Pattern)-[r]->(b:Pattern)
+WHERE a.team = $team
+RETURN a.id AS a, type(r) AS rel, b.id AS b
+"""
+
+Q_GET_META = "MATCH (m:Meta {key: $key}) RETURN m.value AS value"
+Q_SET_META = "MERGE (m:Meta {key: $key}) SET m.value = $value"
+
+Q_SAVE_RUN = "MERGE (r:Run {id: $id}) SET r += $props"
+Q_RUNS = "MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n"
+
+Q_MARK_EPISODES_ACCESSED = "UNWIND $ids AS id MATCH (e:Episode {id: id}) SET e.last_accessed = $at"
+Q_MARK_PATTERNS_ACCESSED = "UNWIND $ids AS id MATCH (p:Pattern {id: id}) SET p.last_accessed = $at"
+
+_PATTERN_TIMES = ("first_seen", "last_seen", "created_at", "updated_at", "valid_from", "valid_to", "archived_at")
+_CON_TIMES = ("opened_at", "resolved_at")
+
+
+def pattern_props(p: Pattern) -> Row:
+    d = p.model_dump(mode="python")
+    for k in _PATTERN_TIMES:
+        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d["kind"] = p.kind.value
+    d["status"] = p.status.value
+    d["evidence_ids"] = list(p.evidence_ids)
+    d["subjects"] = list(p.subjects)
+    return d
+
+
+def pattern_from_props(d: Row) -> Pattern:
+    d = dict(d)
+    d.pop("last_accessed", None)
+    for k in _PATTERN_TIMES:
+        if d.get(k) is not None:
+            d[k] = from_ms(int(d[k]))
+    d["evidence_ids"] = list(d.get("evidence_ids") or [])
+    d["subjects"] = list(d.get("subjects") or [])
+    return Pattern.model_validate(d)
+
+
+def contradiction_props(c: Contradiction) -> Row:
+    d = c.model_dump(mode="python")
+    for k in _CON_TIMES:
+        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d["status"] = c.status.value
+    return d
+
+
+def contradiction_from_props(d: Row) -> Contradiction:
+    d = dict(d)
+    for k in _CON_TIMES:
+        if d.get(k) is not None:
+            d[k] = from_ms(int(d[k]))
+    return Contradiction.model_validate(d)
+
+
+class CycleQueries:
+    """Mixed into CypherGraphStore: the cycle's reads and writes, in the shared dialect."""
+
+    @abstractmethod
+    def _read(self, query: str, params: Row | None = None) -> list[Row]: ...
+
+    @abstractmethod
+    def _write(self, query: str, params: Row | None = None) -> list[Row]: ...
+
+    # -- episodes ------------------------------------------------------------------------------
+    def episodes_in_window(self, team: str, statuses: Sequence[str], after: datetime, until: datetime) -> list[Episode]:
+        from taskzilla_sleep.stores.cypher import episode_from_props
+
+        rows = self._read(
+            Q_EPISODES_IN_WINDOW,
+            {"team": team, "statuses": list(statuses), "from": to_ms(after), "to": to_ms(until)},
+        )
+        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+
+    def episodes_by_status(self, team: str, statuses: Sequence[str]) -> list[Episode]:
+        from taskzilla_sleep.stores.cypher import episode_from_props
+
+        rows = self._read(Q_EPISODES_BY_STATUS, {"team": team, "statuses": list(statuses)})
+        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+
+    def episode_entities(self, ids: Sequence[str]) -> dict[str, list[Row]]:
+        out: dict[str, list[Row]] = {}
+        for r in self._read(Q_EPISODE_ENTITIES, {"ids": list(ids)}):
+            out.setdefault(r["id"], []).append(r)
+        return out
+
+    def evidence_episode_ids(self, team: str) -> set[str]:
+        return {r["id"] for r in self._read(Q_EVIDENCE_IDS, {"team": team})}
+
+    def set_episodes(self, rows: Sequence[Row]) -> None:
+        if rows:
+            self._write(Q_SET_EPISODES, {"rows": [dict(r) for r in rows]})
+
+    def retire_episodes(self, rows: Sequence[Row]) -> None:
+        """rows: {id, status ('retired'|'pruned'), at (ms), reason, pattern_id}. Text dropped, tombstone kept."""
+        if rows:
+            self._write(Q_RETIRE_EPISODES, {"rows": [dict(r) for r in rows]})
+
+    def mark_accessed(self, episode_ids: Sequence[str], pattern_ids: Sequence[str], at: datetime) -> None:
+        if episode_ids:
+            self._write(Q_MARK_EPISODES_ACCESSED, {"ids": list(episode_ids), "at": to_ms(at)})
+        if pattern_ids:
+            self._write(Q_MARK_PATTERNS_ACCESSED, {"ids": list(pattern_ids), "at": to_ms(at)})
+
+    # -- patterns ------------------------------------------------------------------------------
+    def patterns(self, team: str) -> list[Pattern]:
+        return sorted((pattern_from_props(r["p"]) for r in self._read(Q_PATTERNS, {"team": team})), key=_pkey)
+
+    def patterns_by_id(self, ids: Sequence[str]) -> list[Pattern]:
+        return sorted((pattern_from_props(r["p"]) for r in self._read(Q_PATTERNS_BY_ID, {"ids": list(ids)})), key=_pkey)
+
+    def write_pattern(self, pattern: Pattern, subject_keys: Sequence[str], evidence: Sequence[Row]) -> None:
+        """The pattern, its ABOUT and EVIDENCED_BY links and its episodes' absorption: one atomic write."""
+        self._write(
+            Q_WRITE_PATTERN,
+            {
+                "id": pattern.id,
+                "props": pattern_props(pattern),
+                "subject_keys": list(subject_keys),
+                "evidence": [dict(r) for r in evidence],
+            },
+        )
+
+    def set_patterns(self, rows: Sequence[Row]) -> None:
+        if rows:
+            self._write(Q_SET_PATTERNS, {"rows": [dict(r) for r in rows]})
+
+    def merge_patterns(self, keep: Pattern, drop: Pattern, moved: Sequence[Row], at: datetime) -> None:
+        self._write(
+            Q_MERGE_PATTERNS,
+            {
+                "keep": keep.id,
+                "drop": drop.id,
+                "keep_props": pattern_props(keep),
+                "drop_props": pattern_props(drop),
+                "moved": [dict(r) for r in moved],
+                "at": to_ms(at),
+            },
+        )
+
+    def link_patterns(self, a: str, b: str, relation: str) -> None:
+        self._write(Q_LINK[relation], {"a": a, "b": b})
+
+    def pattern_links(self, team: str) -> list[tuple[str, str, str]]:
+        return sorted((r["a"], r["rel"], r["b"]) for r in self._read(Q_LINKS_OF, {"team": team}))
+
+    def entity_neighbours(self, pattern_id: str, live: Sequence[str]) -> list[str]:
+        return sorted(
+            r["id"] for r in self._read(Q_PATTERN_NEIGHBOURS_BY_ENTITY, {"id": pattern_id, "live": list(live)})
+        )
+
+    # -- contradictions --------------------------------------------------------------------------
+    def open_contradiction(self, c: Contradiction, counter: int, old_confidence: float) -> None:
+        """Both beliefs contested; the old one's ledger gets ``counter`` and its recomputed confidence."""
+        self._write(
+            Q_OPEN_CONTRADICTION,
+            {
+                "id": c.id,
+                "old": c.old_pattern_id,
+                "new": c.new_pattern_id,
+                "props": contradiction_props(c),
+                "at": to_ms(c.opened_at),
+                "counter": counter,
+                "old_confidence": old_confidence,
+            },
+        )
+
+    def resolve_supersede(self, contradiction: Row, winner: Row, loser: Row) -> None:
+        """One atomic write: the contradiction closed, the winner back, the loser archived + SUPERSEDES."""
+        self._write(Q_RESOLVE_SUPERSEDE, {"c": contradiction, "w": winner, "l": loser})
+
+    def resolve_keep_both(self, contradiction: Row, a: Row, b: Row) -> None:
+        self._write(Q_RESOLVE_BOTH, {"c": contradiction, "a": a, "b": b})
+
+    def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
+        rows = self._read(Q_CONTRADICTIONS, {"team": team, "status": status})
+        return sorted((contradiction_from_props(r["c"]) for r in rows), key=lambda c: (c.opened_at, c.id))
+
+    # -- meta and runs ---------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read(Q_GET_META, {"key": key})
+        return str(rows[0]["value"]) if rows and rows[0]["value"] is not None else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._write(Q_SET_META, {"key": key, "value": value})
+
+    def save_run(self, run: Run) -> None:
+        props = {
+            "trigger": run.trigger,
+            "started_at": to_ms(run.started_at),
+            "finished_at": to_ms(run.finished_at) if run.finished_at else None,
+            "now": to_ms(run.now),
+            "dry_run": run.dry_run,
+            "steps_json": json.dumps([s.model_dump(mode="json") for s in run.steps]),
+        }
+        self._write(Q_SAVE_RUN, {"id": run.id, "props": props})
+
+    def runs(self, n: int) -> list[Run]:
+        out = []
+        for r in self._read(Q_RUNS, {"n": n}):
+            d = r["r"]
+            out.append(
+                Run.model_validate(
+                    {
+                        "id": d["id"],
+                        "trigger": d["trigger"],
+                        "started_at": from_ms(int(d["started_at"])),
+                        "finished_at": from_ms(int(d["finished_at"])) if d.get("finished_at") else None,
+                        "now": from_ms(int(d["now"])),
+                        "dry_run": bool(d.get("dry_run", False)),
+                        "steps": json.loads(d.get("steps_json") or "[]"),
+                    }
+                )
+            )
+        return out
+
+
+def _pkey(p: Pattern) -> tuple[datetime, str]:
+    return (p.created_at, p.id)

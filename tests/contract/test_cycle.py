@@ -1,0 +1,264 @@
+"""The nightly cycle on both backend pairs: FalkorDB + Chroma embedded, Neo4j + Chroma server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskzilla_sleep import contradictions, facts
+from taskzilla_sleep.cli import sample_lines
+from taskzilla_sleep.entities import EntityExtractor
+from taskzilla_sleep.errors import InputError
+from taskzilla_sleep.ingest import Ingestor, WriteDiscipline
+from taskzilla_sleep.llm.offline import OfflineProvider
+from taskzilla_sleep.memory_index import write_memory
+from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance
+from taskzilla_sleep.pipeline import NightResult, run_night
+from taskzilla_sleep.recall import recall
+from taskzilla_sleep.reconcile import reconcile
+from taskzilla_sleep.settings import Settings, load_settings
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.vector import Embedder, VectorStore
+
+NIGHT = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
+TEAM = "platform"
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    graph: CypherGraphStore
+    vectors: VectorStore
+    embedder: Embedder
+    llm: OfflineProvider
+
+    def night(self, now: datetime, dry_run: bool = False, steps: Any = None) -> NightResult:
+        return run_night(
+            settings=self.settings,
+            graph=self.graph,
+            vectors=self.vectors,
+            embedder=self.embedder,
+            llm=self.llm,
+            now=now,
+            dry_run=dry_run,
+            steps=steps,
+        )
+
+    def ingest_sample(self, at: datetime = NIGHT) -> None:
+        s = self.settings.ingest
+        ing = Ingestor(
+            self.graph,
+            self.vectors,
+            EntityExtractor(s.projects, s.tools),
+            WriteDiscipline(s.write_discipline),
+            s.max_text_chars,
+            lambda: at,
+        )
+        ing.ingest_lines(sample_lines(), "sample")
+
+    def snapshot(self) -> dict[str, Any]:
+        vecs = {
+            f"{t}/{k}": sorted(self.vectors.present(t, k))
+            for t in self.vectors.teams()
+            for k in ("episodes", "patterns")
+        }  # type: ignore[attr-defined]
+        return {"graph": self.graph.export(), "vectors": vecs}
+
+
+@pytest.fixture(
+    params=[
+        "falkordb+chroma-embedded",
+        pytest.param("neo4j+chroma-server", marks=[pytest.mark.neo4j, pytest.mark.chroma_server]),
+    ]
+)
+def stack(request: pytest.FixtureRequest, tmp_path: Path, offline_embedder: Embedder) -> Iterator[Stack]:
+    from taskzilla_sleep.stores.chroma import ChromaVectorStore
+
+    settings = load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)})
+    graph: CypherGraphStore
+    if request.param.startswith("falkordb"):
+        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+
+        graph = FalkorDBGraphStore.start(tmp_path / "falkordb")
+        vectors: VectorStore = ChromaVectorStore.embedded(tmp_path / "chroma", offline_embedder)
+    else:
+        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from tests.neo4j_service import neo4j_auth
+
+        graph = Neo4jGraphStore(request.getfixturevalue("neo4j_uri"), neo4j_auth())
+        graph.delete_all()
+        host, port = request.getfixturevalue("chroma_address")
+        vectors = ChromaVectorStore.server(host, port, offline_embedder)
+        vectors.delete_all()
+    graph.ensure_schema()
+    try:
+        yield Stack(settings, graph, vectors, offline_embedder, OfflineProvider(offline_embedder))
+    finally:
+        graph.delete_all()
+        vectors.delete_all()
+        vectors.close()
+        graph.close()
+
+
+def test_a_night_over_the_sample_week(stack: Stack) -> None:
+    stack.ingest_sample()
+    fact = facts.pin(
+        stack.graph, stack.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin"
+    )
+    result = stack.night(NIGHT)
+    assert result.ok, [s.error for s in result.run.steps]
+    assert [s.step for s in result.run.steps] == ["prune", "distill", "reflect", "decay"]
+
+    pats = stack.graph.patterns(TEAM)
+    learned = [p for p in pats if not p.pinned]
+    assert len([p for p in learned if p.status in (PatternStatus.ACTIVE, PatternStatus.CONTESTED)]) >= 3
+    statements = " | ".join(p.statement.casefold() for p in learned)
+    for habit in ("pr", "friday", "handoff"):
+        assert habit in statements, statements
+
+    # Paraphrases by different people became one pattern each, with ≥ 3 distinct authors' evidence.
+    friday = [p for p in learned if "friday" in p.statement.casefold()]
+    assert len(friday) == 1 and friday[0].support_count >= 3 and friday[0].distinct_authors >= 3
+
+    # ai-drafts never feed a pattern; noise never forms one.
+    drafts = {e.id for e in stack.graph.episodes_by_status(TEAM, ["raw"]) if e.provenance is Provenance.AI_DRAFT}
+    assert len(drafts) == 3
+    assert not any(set(p.evidence_ids) & drafts for p in pats)
+    assert not any(p.statement.casefold() in ("looks good", "+1", "lgtm") for p in pats)
+
+    # The standup change opened one contradiction; both beliefs are kept and contested.
+    (con,) = stack.graph.contradictions(TEAM, "open")
+    old, new = stack.graph.patterns_by_id([con.old_pattern_id]), stack.graph.patterns_by_id([con.new_pattern_id])
+    assert old[0].status is PatternStatus.CONTESTED and new[0].status is PatternStatus.CONTESTED
+    assert "async" in old[0].statement.casefold() and "voice" in new[0].statement.casefold()
+
+    # Absorbed episodes: schema_absorbed=1 and absorbed_at = the night; nothing retired yet.
+    absorbed = stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])
+    assert absorbed and all(e.schema_absorbed == 1 and e.absorbed_at == NIGHT for e in absorbed)
+    assert stack.graph.episodes_by_status(TEAM, [EpisodeStatus.RETIRED.value]) == []
+
+    # The pinned fact is untouched.
+    (after,) = stack.graph.patterns_by_id([fact.id])
+    assert after == fact
+    assert reconcile(stack.graph, stack.vectors, repair=False).drift == 0
+
+
+def test_decay_respects_the_grace_period_and_contested_beliefs(stack: Stack) -> None:
+    stack.ingest_sample()
+    stack.night(NIGHT)
+    absorbed = {e.id: e for e in stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])}
+    contested = {p.id for p in stack.graph.patterns(TEAM) if p.status is PatternStatus.CONTESTED}
+    eligible = {i for i, e in absorbed.items() if e.absorbed_by not in contested}
+    assert eligible and len(eligible) < len(absorbed)
+
+    early = stack.night(NIGHT + timedelta(hours=71))
+    assert early.run.steps[-1].counts.get("retired", 0) == 0
+    assert len(stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])) == len(absorbed)
+
+    late = stack.night(NIGHT + timedelta(hours=73))
+    assert late.run.steps[-1].counts["retired"] == len(eligible)
+    retired = {e.id: e for e in stack.graph.get_episodes(sorted(eligible))}
+    assert all(e.status is EpisodeStatus.RETIRED and e.text == "" for e in retired.values())
+    assert stack.vectors.present(TEAM, "episodes", sorted(eligible)) == set()
+    tombs = [n["props"] for n in stack.graph.export()["nodes"] if n["labels"] == ["Tombstone"]]
+    assert {t["id"] for t in tombs} == eligible
+    assert all(t["pattern_id"] == absorbed[t["id"]].absorbed_by and t["reason"] == "absorbed" for t in tombs)
+    # Episodes of contested beliefs wait for a person's decision.
+    still = {e.id for e in stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])}
+    assert still == set(absorbed) - eligible
+
+
+def test_a_second_run_with_the_same_now_changes_nothing(stack: Stack) -> None:
+    stack.ingest_sample()
+    stack.night(NIGHT)
+    before = stack.snapshot()
+    again = stack.night(NIGHT)
+    changed = {
+        k: v
+        for s in again.run.steps
+        for k, v in s.counts.items()
+        if v and k not in ("examined", "episodes_read", "waiting", "compared")
+    }
+    assert changed == {}
+    assert stack.snapshot() == before
+
+
+def test_dry_run_writes_nothing_and_prints_the_plan(stack: Stack) -> None:
+    stack.ingest_sample()
+    before = stack.snapshot()
+    result = stack.night(NIGHT, dry_run=True)
+    assert stack.snapshot() == before
+    lines = [ln for plans in result.plans.values() for p in plans for ln in p.lines()]
+    assert any(ln.startswith("+ pattern ") for ln in lines)
+    assert any(ln.startswith("! contradiction ") for ln in lines)
+    assert result.run.steps[1].counts["patterns_added"] >= 3
+
+
+def test_resolution_is_the_only_supersede(stack: Stack) -> None:
+    stack.ingest_sample()
+    stack.night(NIGHT)
+    (con,) = stack.graph.contradictions(TEAM, "open")
+    floor = stack.settings.distill.confidence_floor
+    done = contradictions.resolve(stack.graph, stack.vectors, con.id, "new", "sara", "we moved to voice", NIGHT, floor)
+    assert done.resolution == "new" and done.resolved_by == "sara"
+    (old,) = stack.graph.patterns_by_id([con.old_pattern_id])
+    (new,) = stack.graph.patterns_by_id([con.new_pattern_id])
+    assert old.status is PatternStatus.SUPERSEDED and old.superseded_by == new.id and old.archived_by == "sara"
+    assert old.archived_reason == "we moved to voice" and old.evidence_ids  # evidence kept for the audit
+    assert new.status in (PatternStatus.ACTIVE, PatternStatus.TENTATIVE)
+    assert stack.vectors.present(TEAM, "patterns", [old.id]) == set()
+    rels = stack.graph.export()["relationships"]
+    assert any(r["type"] == "SUPERSEDES" and r["from"][1] == new.id and r["to"][1] == old.id for r in rels)
+    with pytest.raises(InputError, match="already resolved"):
+        contradictions.resolve(stack.graph, stack.vectors, con.id, "old", "lena", None, NIGHT, floor)
+
+
+def test_recall_patterns_first_then_episodes_and_marks_access(stack: Stack) -> None:
+    stack.ingest_sample()
+    fact = facts.pin(
+        stack.graph, stack.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin"
+    )
+    stack.night(NIGHT)
+    later = NIGHT + timedelta(days=1)
+    items = recall(stack.graph, stack.vectors, "can we deploy to production on friday?", later, k=3)
+    assert items[0].kind == "pattern" and "friday" in items[0].text.casefold()
+    assert items[0].confidence is not None and items[0].evidence and items[0].evidence >= 3
+    who = recall(stack.graph, stack.vectors, "who is the engineering manager", later, k=3)
+    assert who[0].kind == "fact" and who[0].id == fact.id
+    odd = recall(stack.graph, stack.vectors, "the coffee machine is broken", later, k=2)
+    assert any(i.kind == "episode" for i in odd)
+    touched = stack.graph.get_episodes([i.id for i in odd if i.kind == "episode"])
+    assert all(e.last_accessed == later for e in touched)
+
+
+def test_prune_drops_stale_unmatched_episodes_and_keeps_tombstones(stack: Stack) -> None:
+    stack.ingest_sample()
+    stack.night(NIGHT)
+    month = NIGHT + timedelta(days=stack.settings.prune.stale_after_days + 1)
+    result = stack.night(month, steps=["prune"])
+    pruned = result.run.steps[0].counts["pruned"]
+    assert pruned > 0
+    gone = stack.graph.episodes_by_status(TEAM, [EpisodeStatus.PRUNED.value])
+    assert len(gone) == pruned and all(e.text == "" for e in gone)
+    assert stack.vectors.present(TEAM, "episodes", [e.id for e in gone]) == set()
+    evidence = stack.graph.evidence_episode_ids(TEAM)
+    assert not evidence & {e.id for e in gone}
+    assert reconcile(stack.graph, stack.vectors, repair=False).drift == 0
+
+
+def test_memory_index_and_topic_files(stack: Stack, tmp_path: Path) -> None:
+    stack.ingest_sample()
+    facts.pin(stack.graph, stack.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin")
+    stack.night(NIGHT)
+    s = stack.settings.memory_index.model_copy(update={"min_topic_patterns": 1})
+    write_memory(tmp_path / "mem", TEAM, stack.graph.patterns(TEAM), s)
+    index = (tmp_path / "mem" / TEAM / "MEMORY.md").read_text().splitlines()[2:]
+    assert 3 <= len(index) <= 50 and all(len(line) <= 150 and "[-> " in line for line in index)
+    assert index[0].startswith("fact: Martin Vos")
+    topics = {p.stem for p in (tmp_path / "mem" / TEAM / "topics").glob("*.md")}
+    assert all(line.rsplit("[-> ", 1)[1].rstrip("]") in topics for line in index)

