@@ -179,9 +179,8 @@ def plan(ctx: StepContext, lookback: timedelta | None = None) -> DistillPlan:
         ]
         answers = ctx.llm.distill_many(requests)
         drafts = [([c.episode for c in g.members], a) for g, a in zip(groups, answers, strict=True)]
-        entity_index = {r["name"].casefold(): r for rows in ents.values() for r in rows}
     else:
-        entity_index = {}
+        ents = {}
 
     working: dict[str, Pattern] = dict(live)
     changes: dict[str, PatternChange] = {}
@@ -198,6 +197,9 @@ def plan(ctx: StepContext, lookback: timedelta | None = None) -> DistillPlan:
         if target is not None and target.pinned:
             p.pinned_matches += 1  # pinned facts are immune: never bumped, merged or rewritten
             continue
+        # Subjects resolve against the group's own entities only: the same group always gives the
+        # same links, whatever else is in the window (a rerun after a crash sees fewer raw episodes).
+        entity_index = _entity_index({e.id: ents.get(e.id, []) for e in members})
         subjects = [entity_index[s.casefold()] for s in draft.subjects if s.casefold() in entity_index]
         subject_keys = sorted({r["key"] for r in subjects})
         if target is None:
@@ -300,6 +302,23 @@ def plan(ctx: StepContext, lookback: timedelta | None = None) -> DistillPlan:
         )
     p.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
     return p
+
+
+_KIND_RANK = {"project": 0, "tool": 1, "topic": 2, "person": 3, "channel": 4}
+
+
+def _entity_index(ents: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Subject name -> entity. One name can be several entities (#ops the tag, ops the channel):
+    prefer project, tool, topic, person, channel, then the key — never the order rows came back in."""
+    best: dict[str, dict[str, Any]] = {}
+    for rows in ents.values():
+        for r in rows:
+            name = r["name"].casefold()
+            cur = best.get(name)
+            rank = (_KIND_RANK.get(r["kind"], 9), r["key"])
+            if cur is None or rank < (_KIND_RANK.get(cur["kind"], 9), cur["key"]):
+                best[name] = r
+    return best
 
 
 def _episodes_by_id(ctx: StepContext, ids: set[str]) -> dict[str, Episode]:

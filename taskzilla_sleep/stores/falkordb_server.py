@@ -26,11 +26,13 @@ import atexit
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import os
 import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -93,7 +95,14 @@ class EmbeddedFalkorDB:
 
     @property
     def socket_path(self) -> Path:
-        return self._data_dir / SOCKET_NAME
+        """DATA_DIR/redis.sock, or — when that path is longer than a unix socket allows — a short,
+        deterministic path in the runtime dir derived from the data dir (so clients find it too)."""
+        preferred = self._data_dir / SOCKET_NAME
+        if len(os.fsencode(str(preferred))) <= _MAX_SOCKET_PATH_BYTES:
+            return preferred
+        digest = hashlib.sha256(os.fsencode(str(self._data_dir.resolve()))).hexdigest()[:16]
+        runtime = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
+        return runtime / f"taskzilla-falkordb-{digest}.sock"
 
     @property
     def owner(self) -> bool:
@@ -313,8 +322,8 @@ class EmbeddedFalkorDB:
                 continue  # a recycled pid: not ours to kill
             log.warning("falkordb_stale_server", pid=pid, socket=str(self.socket_path))
             _terminate_pid(pid, timeout_s=10.0)
-        for name in (SOCKET_NAME, PID_NAME):
-            (self._data_dir / name).unlink(missing_ok=True)
+        self.socket_path.unlink(missing_ok=True)
+        (self._data_dir / PID_NAME).unlink(missing_ok=True)
 
     def _is_our_redis(self, pid: int) -> bool:
         proc_dir = Path(f"/proc/{pid}")
@@ -367,8 +376,8 @@ class EmbeddedFalkorDB:
                     exit_code=code,
                     duration_s=round(time.monotonic() - began, 3),
                 )
-                for name in (SOCKET_NAME, PID_NAME):
-                    (self._data_dir / name).unlink(missing_ok=True)
+                self.socket_path.unlink(missing_ok=True)
+                (self._data_dir / PID_NAME).unlink(missing_ok=True)
             self._proc = None
         if self._lock_fd is not None:
             # Closing the fd drops the flock; the lock file stays (deleting it would race).

@@ -368,11 +368,16 @@ def test_failed_start_raises_store_error_with_the_log_and_leaves_nothing(tmp_pat
         assert fixed.owner is True
 
 
-def test_too_long_data_dir_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    db = EmbeddedFalkorDB(tmp_path / ("d" * 120))
-
-    with pytest.raises(StoreError, match="too long for a unix socket"):
-        db.start()
+def test_a_data_dir_too_long_for_a_unix_socket_gets_a_short_socket_elsewhere(tmp_path: Path) -> None:
+    data_dir = tmp_path / ("d" * 120)
+    with EmbeddedFalkorDB(data_dir) as db:
+        sock = db.socket_path
+        assert len(str(sock)) <= 107 and not str(sock).startswith(str(data_dir))
+        assert sock == EmbeddedFalkorDB(data_dir).socket_path  # clients derive the same path
+        graph = FalkorDB(unix_socket_path=str(sock)).select_graph("g")
+        graph.query("CREATE (:N {v: 1})")
+        assert (data_dir / "appendonlydir").exists()  # the data itself stays in the data dir
+    assert not sock.exists()
 
 
 # -- no orphans ------------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""SIGKILL at 12 points of the cycle (inside each step, between the two stores' writes), then a rerun:
+both stores end exactly as after an uninterrupted run — no lost episode, no duplicate pattern, no drift."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CRASH_POINTS = [
+    "ingest.after_graph",  # episodes in the graph, no vectors yet
+    "pipeline.after_prune",  # night 1: between prune and distill
+    "distill.after_pattern_graph@1",  # first pattern written to the graph, its vector not yet
+    "distill.after_pattern_graph@3",  # in the middle of the patterns
+    "distill.before_watermark",  # every pattern written, the watermark not moved
+    "pipeline.after_distill",  # between distill and reflect
+    "reflect.after_contradiction",  # contradiction opened, watermark not moved
+    "reflect.before_watermark",
+    "decay.after_graph@2",  # night 2: episodes retired in the graph, vectors still in Chroma
+    "decay.after_vectors@2",  # vectors gone, ledger not recorded
+    "prune.after_graph@3",  # night 3: episodes pruned in the graph, vectors still in Chroma
+    "pipeline.after_decay@3",  # the last step done, the night's ledger not closed
+]
+
+
+def _env(stack_env: dict[str, str], data_dir: Path, crash: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")}
+    env.update(stack_env, TASKZILLA_DATA_DIR=str(data_dir), HF_HUB_OFFLINE="1", TASKZILLA_LOG_LEVEL="warning")
+    if crash:
+        env["TASKZILLA_CRASH_AT"] = crash
+    return env
+
+
+def _drive(env: dict[str, str], progress: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.crash_driver", str(progress), *flags],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _snapshot(out: str) -> dict[str, Any]:
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.fixture(
+    params=[
+        "falkordb+chroma-embedded",
+        pytest.param("neo4j+chroma-server", marks=[pytest.mark.neo4j, pytest.mark.chroma_server]),
+    ]
+)
+def stack_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    if request.param.startswith("falkordb"):
+        return {}
+    host, port = request.getfixturevalue("chroma_address")
+    from tests.neo4j_service import neo4j_auth
+
+    env = {
+        "TASKZILLA__GRAPH__BACKEND": "neo4j",
+        "TASKZILLA__GRAPH__NEO4J_URI": request.getfixturevalue("neo4j_uri"),
+        "TASKZILLA__VECTOR__BACKEND": "chroma-server",
+        "TASKZILLA__VECTOR__HOST": host,
+        "TASKZILLA__VECTOR__PORT": str(port),
+    }
+    auth = neo4j_auth()
+    if auth:
+        env["TASKZILLA__GRAPH__NEO4J_USER"], env["TASKZILLA_NEO4J_PASSWORD"] = auth
+    return env
+
+
+def test_sigkill_anywhere_then_rerun_equals_an_uninterrupted_run(stack_env: dict[str, str], tmp_path: Path) -> None:
+    base = _drive(_env(stack_env, tmp_path / "base", None), tmp_path / "base.progress", "--fresh", "--snapshot")
+    assert base.returncode == 0, base.stderr[-3000:]
+    expected = _snapshot(base.stdout)
+    assert expected["drift"] == 0
+    labels = [n["labels"][0] for n in expected["graph"]["nodes"]]
+    assert labels.count("Pattern") >= 4 and labels.count("Contradiction") == 1 and labels.count("Tombstone") > 0
+
+    failures = []
+    for point in CRASH_POINTS:
+        d, progress = tmp_path / point.replace("@", "-"), tmp_path / f"{point}.progress"
+        crashed = _drive(_env(stack_env, d, point), progress, "--fresh")
+        assert crashed.returncode == -9, (
+            f"{point}: the crash point was not reached ({crashed.returncode}) {crashed.stderr[-2000:]}"
+        )
+        rerun = _drive(_env(stack_env, d, None), progress, "--snapshot")
+        assert rerun.returncode == 0, f"{point}: rerun failed: {rerun.stderr[-3000:]}"
+        got = _snapshot(rerun.stdout)
+        if got != expected:
+            failures.append(point)
+            _explain(point, expected, got)
+    assert failures == []
+
+
+def _explain(point: str, expected: dict[str, Any], got: dict[str, Any]) -> None:
+    exp_nodes = {json.dumps(n, sort_keys=True) for n in expected["graph"]["nodes"]}
+    got_nodes = {json.dumps(n, sort_keys=True) for n in got["graph"]["nodes"]}
+    print(f"--- {point}: drift {got['drift']}")
+    for n in sorted(exp_nodes - got_nodes)[:5]:
+        print("  missing ", n[:400])
+    for n in sorted(got_nodes - exp_nodes)[:5]:
+        print("  extra   ", n[:400])
+    exp_rels = {json.dumps(r, sort_keys=True) for r in expected["graph"]["relationships"]}
+    got_rels = {json.dumps(r, sort_keys=True) for r in got["graph"]["relationships"]}
+    for r in sorted(exp_rels - got_rels)[:5]:
+        print("  missing rel", r[:300])
+    for r in sorted(got_rels - exp_rels)[:5]:
+        print("  extra rel  ", r[:300])
+    if len(expected["graph"]["relationships"]) != len(got["graph"]["relationships"]):
+        print("  relationship counts", len(expected["graph"]["relationships"]), len(got["graph"]["relationships"]))
+    if expected["vectors"] != got["vectors"]:
+        print(
+            "  vectors differ",
+            {k: len(v) for k, v in expected["vectors"].items()},
+            {k: len(v) for k, v in got["vectors"].items()},
+        )
