@@ -1,0 +1,146 @@
+"""A whole night through litellm over real HTTP: the stub plays the model, good and bad."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskzilla_sleep.models import EpisodeStatus, PatternStatus
+from taskzilla_sleep.stores.vector import Embedder
+from tests.contract.test_cycle import NIGHT, TEAM, Stack
+from tests.llm_stub import LLMStub
+
+LINE = re.compile(r"^(ep_[0-9a-f]+) \| [^|]+ \| [^|]+ \| [^|]+ \| (.*)$", re.M)
+
+
+def _user(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"])
+
+
+def good_model(body: dict[str, Any]) -> str:
+    """Distill: a belief from the first message, supported by all; reflect: 'contradicts' on a change cue."""
+    text = _user(body)
+    found = LINE.findall(text)
+    if found:
+        return json.dumps(
+            {
+                "pattern": {
+                    "statement": f"Team habit: {found[0][1][:200]}",
+                    "kind": "norm",
+                    "subjects": [],
+                    "confidence": 0.9,
+                    "supporting_ids": [i for i, _ in found],
+                }
+            }
+        )
+    new = text.split("NEW", 1)[1].casefold()
+    changed = any(c in new for c in ("from now on", "switched to", "instead of", "anymore", "no more"))
+    return json.dumps({"relation": "contradicts" if changed else "unrelated", "reason": "stub"})
+
+
+def liar_model(body: dict[str, Any]) -> str:
+    """Distill answers cite ids that were never sent and a confidence above 1."""
+    if LINE.search(_user(body)):
+        return json.dumps(
+            {
+                "pattern": {
+                    "statement": "Made up",
+                    "kind": "fact",
+                    "subjects": [],
+                    "confidence": 1.7,
+                    "supporting_ids": ["ep_not_in_the_group", "ep_neither", "ep_nor_this"],
+                }
+            }
+        )
+    return json.dumps({"relation": "unrelated", "reason": "stub"})
+
+
+@pytest.fixture
+def stack(tmp_path: Path, offline_embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from taskzilla_sleep.llm.offline import OfflineProvider
+    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.stores.chroma import ChromaVectorStore
+    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    graph = FalkorDBGraphStore.start(tmp_path / "f")
+    graph.ensure_schema()
+    vectors = ChromaVectorStore.embedded(tmp_path / "c", offline_embedder)
+    s = Stack(
+        load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)}),
+        graph,
+        vectors,
+        offline_embedder,
+        OfflineProvider(offline_embedder),
+    )
+    yield s
+    vectors.close()
+    graph.close()
+
+
+def _provider(url: str) -> Any:
+    from taskzilla_sleep.llm.client import LiteLLMProvider
+
+    return LiteLLMProvider(
+        model="openai/stub",
+        api_base=url,
+        timeout_s=10,
+        max_retries=2,
+        max_concurrency=3,
+        temperature=0,
+        backoff_base_s=0.01,
+        backoff_max_s=0.05,
+    )
+
+
+def test_a_night_through_litellm_over_http(stack: Stack) -> None:
+    stack.ingest_sample()
+    with LLMStub(default=good_model) as stub:
+        stub.script(429, 500)  # the first two calls fail transiently and are retried
+        stack.llm = _provider(stub.url)  # type: ignore[assignment]
+        result = stack.night(NIGHT)
+    assert result.ok, [s.error for s in result.run.steps]
+    distill = result.run.steps[1]
+    assert distill.llm_calls >= 5 and distill.prompt_tokens > 0 and distill.completion_tokens > 0
+    assert distill.counts["patterns_added"] >= 3
+    pats = [p for p in stack.graph.patterns(TEAM)]
+    assert all(p.statement.startswith("Team habit: ") for p in pats)
+    assert stack.graph.contradictions(TEAM, "open"), "the voice-standup change should be flagged"
+    # Every supporting id the model named is a real episode of that group; ai-drafts never sent.
+    sent = [r for r in stub.requests if LINE.search(_user(r))]
+    assert sent and not any("Draft: " in _user(r) for r in sent)
+    # The product's budget: at most 0.1 LLM calls per ingested episode (grouping first, then one call a group).
+    ingested = sum(stack.graph.counts().episodes.values())
+    assert sum(s.llm_calls for s in result.run.steps) <= 0.1 * ingested
+
+
+def test_a_lying_model_never_writes_a_pattern(stack: Stack) -> None:
+    stack.ingest_sample()
+    with LLMStub(default=liar_model) as stub:
+        provider = _provider(stub.url)
+        stack.llm = provider  # type: ignore[assignment]
+        result = stack.night(NIGHT)
+    assert result.ok
+    assert stack.graph.patterns(TEAM) == []
+    assert stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value]) == []
+    assert result.run.steps[1].counts["skipped_groups"] >= 3
+    assert provider.usage.invalid_answers >= 6 and provider.usage.skipped >= 3  # one corrective retry each
+
+
+def test_an_unreachable_model_fails_the_step_and_records_it(stack: Stack) -> None:
+    stack.ingest_sample()
+    with LLMStub(default=lambda body: 503) as stub:
+        stack.llm = _provider(stub.url)  # type: ignore[assignment]
+        result = stack.night(NIGHT)
+    steps = {s.step: s for s in result.run.steps}
+    assert not result.ok
+    assert steps["prune"].status == "ok" and steps["distill"].status == "failed"
+    assert steps["reflect"].status == "skipped" and steps["decay"].status == "skipped"
+    assert "LLMError" in (steps["distill"].error or "")
+    (recorded,) = [r for r in stack.graph.runs(5) if r.id == result.run.id]
+    assert [s.status for s in recorded.steps] == ["ok", "failed", "skipped", "skipped"]
+    assert all(p.status is not PatternStatus.ACTIVE for p in stack.graph.patterns(TEAM))
