@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,11 @@ contract: $(STAMP) $(NEO4J_CP)
 e2e: $(STAMP)
 	$(BIN)/pytest -q tests/e2e
 
-test: $(STAMP) $(NEO4J_CP) lint typecheck
+# Headless Chromium renders the HTML report in a test (Debian's package; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+test: $(STAMP) $(NEO4J_CP) browser lint typecheck
 	$(BIN)/pytest -rs tests
 
 clean:

@@ -108,6 +108,17 @@ def make_parser() -> argparse.ArgumentParser:
     cres.add_argument("--note", help="why")
     cres.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
 
+    wk = sub.add_parser("worker", parents=[common], help="the long-running worker: schedule, watchdog, HTTP API")
+    wk.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
+    wk.add_argument("--api-port", type=int, help="override api.port (0: any free port)")
+    wk.add_argument("--clock-start", type=_iso, help=argparse.SUPPRESS)  # replays and tests: a controlled clock
+    wk.add_argument("--clock-speed", type=float, default=1.0, help=argparse.SUPPRESS)
+
+    rep = sub.add_parser("report", parents=[common], help="nightly metrics, trends and health signals for ops")
+    rep.add_argument("--runs", type=int, default=14, help="how many nights (default 14)")
+    rep.add_argument("--html", type=Path, help="where to write the HTML report (default DATA_DIR/memory/report.html)")
+    rep.add_argument("--json", action="store_true", help="machine-readable output")
+
     rc = sub.add_parser("reconcile", parents=[common], help="find (and repair) drift between the two stores")
     rc.add_argument("--check", action="store_true", help="only report; exit 1 when drift is found")
     rc.add_argument("--json", action="store_true", help="machine-readable output")
@@ -158,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "recall": cmd_recall,
             "facts": cmd_facts,
             "contradictions": cmd_contradictions,
+            "worker": cmd_worker,
+            "report": cmd_report,
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:
@@ -437,3 +450,39 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
         ]
         _emit(args, data, "\n".join(lines) or f"(no {args.status} contradictions)")
     return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from zoneinfo import ZoneInfo
+
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.scheduler import Clock, RealClock, ScaledClock
+    from taskzilla_sleep.worker import Worker
+
+    if args.clock_speed <= 0:
+        raise UsageError("--clock-speed must be positive")
+    clock: Clock = (
+        ScaledClock(args.clock_start, args.clock_speed)
+        if args.clock_start
+        else RealClock(ZoneInfo(settings.schedule.timezone))
+    )
+    token = secrets.api_token.get_secret_value() if secrets.api_token else None
+    with build(settings, secrets) as services:
+        worker = Worker(services, clock, api_token=token, serve_api=not args.no_api, api_port=args.api_port)
+        url = worker.start_api()
+        print(f"taskzilla-sleep worker: pid {os.getpid()}, API {url or 'off'}, data {settings.data_dir}", flush=True)
+        return worker.run()
+
+
+def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.report import report_command
+
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    html = args.html or settings.memory_dir / "report.html"
+    html.parent.mkdir(parents=True, exist_ok=True)
+    with build(settings, secrets) as s:
+        text, code = report_command(s.graph, args.runs, args.json, html, tz=settings.schedule.timezone)
+    print(text)
+    return code

@@ -47,7 +47,8 @@ def configure_logging(level: str = "info", json: bool | None = None, secrets: It
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr is looked up for each logger, not captured once (tests and daemons swap it).
+        logger_factory=lambda *_args: structlog.PrintLogger(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     # Chatty vendor loggers (chromadb, neo4j, httpx) only speak up on warnings.

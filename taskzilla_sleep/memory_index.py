@@ -18,23 +18,38 @@ from taskzilla_sleep.settings import MemoryIndexSettings
 
 
 def value_of(p: Pattern) -> float:
-    return (10.0 if p.pinned else 0.0) + p.confidence * math.log2(1 + max(1, p.support_count))
+    return p.confidence * math.log2(1 + max(1, p.support_count))
+
+
+def rank_key(p: Pattern) -> tuple[bool, float, str]:
+    """Pinned facts first, whatever the evidence of the rest; then by value."""
+    return (not p.pinned, -value_of(p), p.id)
 
 
 def index_line(p: Pattern, max_chars: int) -> str:
-    tail = f" [-> {p.topic}]"
+    """``kind: statement [-> topic]`` in at most ``max_chars``: the statement shrinks first, then the
+    topic, then the kind prefix goes; the topic pointer always stays."""
     head = f"{p.kind.value}: "
-    room = max_chars - len(head) - len(tail)
+    topic = p.topic
     text = " ".join(p.statement.split())
+    while True:
+        tail = f" [-> {topic}]"
+        room = max_chars - len(head) - len(tail)
+        if room >= 8 or (not head and len(topic) <= 4):
+            break
+        if len(topic) > 4:
+            topic = topic[: max(4, len(topic) - (8 - room))]
+        else:
+            head = ""
     if len(text) > room:
         text = text[: max(0, room - 1)].rstrip() + "…"
-    return head + text + tail
+    return (head + text + tail)[:max_chars]
 
 
 def build_index(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> list[str]:
     chosen = sorted(
         (p for p in patterns if p.status is PatternStatus.ACTIVE),
-        key=lambda p: (-value_of(p), p.id),
+        key=rank_key,
     )[: s.max_entries]
     return [index_line(p, s.max_chars) for p in chosen]
 
@@ -50,7 +65,7 @@ def build_topics(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> dict[st
         if len(active) < s.min_topic_patterns:
             continue
         lines = [f"# {topic}", ""]
-        for p in sorted(items, key=lambda p: (-value_of(p), p.id)):
+        for p in sorted(items, key=rank_key):
             flag = " (contested: a person has been asked to decide)" if p.status is PatternStatus.CONTESTED else ""
             pin = " (pinned)" if p.pinned else ""
             lines.append(

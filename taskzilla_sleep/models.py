@@ -211,6 +211,7 @@ class Pattern(BaseModel):
     topic: str = "general"
     pinned: bool = False
     pinned_by: str | None = None
+    availability_lag_s: float | None = None  # third supporting episode ingested -> pattern recallable
     superseded_by: str | None = None
     archived_by: str | None = None
     archived_at: datetime | None = None
@@ -280,6 +281,12 @@ class Run(BaseModel):
     now: datetime
     dry_run: bool = False
     steps: list[StepResult] = Field(default_factory=list)
+    slot: str | None = None  # the scheduled night this run is (e.g. "2026-11-28"), for exactly-once
+    sizes_before: dict[str, int] = Field(
+        default_factory=dict
+    )  # store sizes (episodes, patterns, vectors, nodes, edges)
+    sizes_after: dict[str, int] = Field(default_factory=dict)
+    pattern_lags_s: list[float] = Field(default_factory=list)  # availability lag of the patterns this run created
 
 
 _WS = re.compile(r"\s+")

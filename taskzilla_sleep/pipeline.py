@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -22,7 +22,7 @@ from taskzilla_sleep.models import Pattern, Run, RunTrigger, StepName, StepResul
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.steps import ORDER, STEP_NAMES
-from taskzilla_sleep.steps.base import StepContext
+from taskzilla_sleep.steps.base import Abandoned, StepContext
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorStore
 
@@ -38,9 +38,8 @@ class NightResult:
 
     @property
     def ok(self) -> bool:
-        return all(s.status in ("ok", "skipped") for s in self.run.steps) and not any(
-            s.status == "failed" for s in self.run.steps
-        )
+        """Every step ran and succeeded (a night left at shutdown is not ok: the next start catches it up)."""
+        return all(s.status == "ok" for s in self.run.steps)
 
 
 def parse_steps(raw: str | None) -> list[StepName]:
@@ -75,15 +74,29 @@ def run_night(
     trigger: RunTrigger = "manual",
     dry_run: bool = False,
     teams: Sequence[str] | None = None,
+    slot: str | None = None,
+    lookback: timedelta | None = None,
+    clock: Callable[[], datetime] | None = None,
+    before_step: Callable[[StepName], bool] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> NightResult:
-    chosen = list(steps or STEP_NAMES)
+    """Run ``steps`` (default all) in cycle order.
+
+    The worker passes ``clock`` (each step decides at the time it starts), ``before_step`` (wait for
+    the step's slot; False abandons the rest), ``should_stop`` (shutdown: abandon between batches)
+    and ``slot`` (the night's key in the ledger). ``lookback`` makes a watchdog distill.
+    """
+    chosen = [s for s in STEP_NAMES if s in (steps or STEP_NAMES)]  # always cycle order
+    stop = should_stop or (lambda: False)
+    stamp = clock or (lambda: datetime.now(UTC))  # the ledger's times: the worker's clock, else the wall
     run = Run(
         id=run_id_for(now, trigger, chosen),
         trigger=trigger,
-        started_at=datetime.now(UTC),
+        started_at=stamp(),
         now=now,
         dry_run=dry_run,
         steps=[StepResult(step=s) for s in chosen],
+        slot=slot,
     )
     result = NightResult(run=run)
     bound = structlog.contextvars.bound_contextvars(run_id=run.id)
@@ -92,6 +105,7 @@ def run_night(
         if not dry_run:
             drift = reconcile(graph, vectors, repair=True)
             result.repaired_drift = drift.repaired
+            run.sizes_before = store_sizes(graph, vectors)
             graph.save_run(run)
         team_list = list(teams) if teams is not None else graph.teams()
         failed = False
@@ -100,14 +114,34 @@ def run_night(
             if failed:
                 res.status = "skipped"
                 continue
+            if stop() or (before_step is not None and not before_step(res.step)):
+                res.status = "skipped"
+                failed = True  # shutdown while waiting for the slot: the rest of the night is left
+                log.info("step_left", step=res.step, reason="shutdown")
+                continue
+            step_now = clock() if clock is not None else now
             step = next(s for s in ORDER if s.name == res.step)
             res.status = "running"
-            res.started_at = datetime.now(UTC)
+            res.started_at = stamp()
+            if not dry_run:
+                graph.save_run(run)  # ops can see which step is in flight
             t0 = time.perf_counter()
             calls_before = _usage(llm)
             try:
                 for team in team_list:
-                    ctx = StepContext(team, now, settings, graph, vectors, embedder, llm, result.notes, pending[team])
+                    ctx = StepContext(
+                        team,
+                        step_now,
+                        settings,
+                        graph,
+                        vectors,
+                        embedder,
+                        llm,
+                        result.notes,
+                        pending[team],
+                        lookback=lookback,
+                        should_stop=stop,
+                    )
                     plan = step.plan(ctx)
                     if dry_run and res.step == "distill":
                         pending[team].update({c.pattern.id: c.pattern for c in plan.changes})
@@ -117,13 +151,18 @@ def run_night(
                     for k, v in counts.items():
                         res.counts[k] = res.counts.get(k, 0) + int(v)
                 res.status = "ok"
+            except Abandoned as exc:
+                res.status = "abandoned"
+                res.error = str(exc)
+                failed = True
+                log.warning("step_abandoned", step=res.step, reason=str(exc))
             except Exception as exc:  # a failed step stops the night; the ledger still records it
                 res.status = "failed"
                 res.error = f"{type(exc).__name__}: {exc}"[:500]
                 failed = True
                 log.error("step_failed", step=res.step, error=res.error)
             finally:
-                res.finished_at = datetime.now(UTC)
+                res.finished_at = stamp()
                 _usage_delta(res, calls_before, _usage(llm))
                 log.info(
                     "step_finished",
@@ -135,8 +174,15 @@ def run_night(
                 )
                 if not dry_run:
                     graph.save_run(run)
-        run.finished_at = datetime.now(UTC)
+        run.finished_at = stamp()
+        run.pattern_lags_s = [
+            c.pattern.availability_lag_s
+            for p in result.plans.get("distill", [])
+            for c in p.changes
+            if c.action == "add" and c.pattern.availability_lag_s is not None
+        ]
         if not dry_run:
+            run.sizes_after = store_sizes(graph, vectors)
             graph.save_run(run)
         log.info(
             "night_finished",
@@ -148,6 +194,25 @@ def run_night(
         return result
     finally:
         bound.__exit__(None, None, None)
+
+
+def store_sizes(graph: CypherGraphStore, vectors: VectorStore) -> dict[str, int]:
+    """What ops watch grow: it must be linear in patterns, not in messages."""
+    c = graph.counts()
+    live_eps = c.episodes.get("raw", 0) + c.episodes.get("absorbed", 0)
+    teams = vectors.teams()
+    return {
+        "episodes_total": sum(c.episodes.values()),
+        "episodes_live": live_eps,
+        "patterns_live": sum(v for k, v in c.patterns.items() if k in ("tentative", "active", "contested")),
+        "patterns_total": sum(c.patterns.values()),
+        "contradictions_open": c.contradictions.get("open", 0),
+        "entities": c.entities,
+        "tombstones": c.tombstones,
+        "relationships": c.relationships,
+        "vectors_episodes": sum(vectors.count(t, "episodes") for t in teams),
+        "vectors_patterns": sum(vectors.count(t, "patterns") for t in teams),
+    }
 
 
 def _usage(llm: LLMProvider) -> tuple[int, int, int, float | None]:

@@ -109,7 +109,8 @@ def is_learnable(ep: Episode) -> bool:
         return False  # model-collapse guard (seed 002): never learn from our own drafts
     if ep.status is not EpisodeStatus.RAW or ep.pinned:
         return False
-    return len(content_words(ep.text)) >= 4
+    # Short rules count ("Never deploy on Fridays"); chatter ("good morning all", "+1") does not.
+    return len(content_words(ep.text)) >= 2 and len(_WORD.findall(ep.text)) >= 3
 
 
 def distinct_texts(episodes: Sequence[Episode]) -> list[Episode]:
@@ -130,7 +131,7 @@ _CUES = [
     r"\bno longer\b",
     r"\bfrom now on\b",
     r"\binstead of\b",
-    r"\bnot\b[^.!?]{0,40}\banymore\b",
+    r"(?:\bnot\b|n't\b|\bno\b)[^.!?]{0,40}\banymore\b",
     r"\bno more\b",
     r"\bswitch(?:ed|ing)? (?:to|over)\b",
     r"\bmoved? (?:to|over to)\b",
@@ -201,9 +202,11 @@ def group_episodes(
         best, best_score = -1, -math.inf
         if centroids:
             sims = np.stack(centroids) @ v
+            # Only groups of the same kind (change vs plain) compete, before the top-k cut.
+            sims = np.where(np.asarray(change_flags) == change, sims, -np.inf)
             for gi in np.argsort(-sims, kind="stable")[:32]:
-                if change_flags[gi] != change:
-                    continue
+                if not np.isfinite(sims[gi]):
+                    break
                 score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
                 if score > best_score:
                     best, best_score = int(gi), score
@@ -341,4 +344,4 @@ def topic_for(subjects: Sequence[str], entity_kinds: Mapping[str, str], channel:
 
 def slug(name: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", name.casefold().lstrip("#@")).strip("-")
-    return s[:40] or "general"
+    return s[:40].strip("-") or "general"

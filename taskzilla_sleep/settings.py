@@ -148,6 +148,32 @@ class ApiSettings(_Section):
     max_body_bytes: int = Field(default=5_000_000, ge=1024)
 
 
+class AlertChannel(_Section):
+    """One chat destination. URLs and tokens come from the environment variables named here."""
+
+    kind: Literal["slack", "telegram", "webhook"]
+    url_env: str | None = None  # slack/webhook: env var holding the URL (it embeds a secret)
+    token_env: str | None = None  # telegram: env var holding the bot token
+    chat_id: str | None = None  # telegram chat id (not a secret)
+    enabled: bool = True
+
+
+class AlertSettings(_Section):
+    channels: dict[str, AlertChannel] = Field(default_factory=dict)
+    timeout_s: float = Field(default=10.0, gt=0, le=120)
+    max_attempts: int = Field(default=50, ge=1)  # then the alert is marked failed (still kept, still listed)
+    backoff_base_s: float = Field(default=30.0, gt=0)
+    backoff_max_s: float = Field(default=3600.0, gt=0)
+    nightly_summary: bool = False  # also post the night's summary to the channels
+
+
+class WorkerSettings(_Section):
+    lease_ttl_s: float = Field(default=120.0, ge=5)  # a dead holder's lease expires after this
+    poll_s: float = Field(default=30.0, gt=0)  # watchdog and outbox polling interval
+    shutdown_grace_s: float = Field(default=30.0, ge=0)  # SIGTERM: time to finish the batch in flight
+    catch_up: bool = True  # a missed night runs once at start
+
+
 class Settings(_Section):
     data_dir: Path = Field(default_factory=lambda: default_data_dir())
     graph: GraphSettings = GraphSettings()
@@ -163,6 +189,8 @@ class Settings(_Section):
     schedule: ScheduleSettings = ScheduleSettings()
     memory_index: MemoryIndexSettings = MemoryIndexSettings()
     api: ApiSettings = ApiSettings()
+    alerts: AlertSettings = AlertSettings()
+    worker: WorkerSettings = WorkerSettings()
     # Where the settings came from, for `status` (not a knob).
     config_files: tuple[str, ...] = ()
 

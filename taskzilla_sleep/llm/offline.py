@@ -61,12 +61,15 @@ class OfflineProvider:
         statement = " ".join(rep.text.split())
         if len(statement) > MAX_STATEMENT_CHARS:
             statement = statement[: MAX_STATEMENT_CHARS - 1].rstrip() + "…"
-        lowered = [e.text.casefold() for e in eps]
+        authors = {e.author.casefold() for e in eps}
+
+        def mentions(name: str, text: str) -> bool:  # whole words: tool "ci" is not in "decide"
+            return re.search(r"(?<![\w-])[@#]?" + re.escape(name) + r"(?![\w-])", text, re.IGNORECASE) is not None
+
         subjects = tuple(
             name
             for name in req.known_entities
-            if sum(name.casefold() in t for t in lowered) * 2 > len(eps)
-            and name.casefold() not in {e.author.casefold() for e in eps}
+            if name.casefold() not in authors and sum(mentions(name, e.text) for e in eps) * 2 > len(eps)
         )
         draft = PatternDraft(
             statement=statement,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import numpy as np
@@ -14,6 +15,10 @@ from taskzilla_sleep.models import Pattern
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorKind, VectorStore
+
+
+class Abandoned(Exception):  # noqa: N818 - a state, not an error: the step was left on purpose
+    """The step was left between two batches because the worker is stopping."""
 
 
 @dataclass
@@ -29,6 +34,13 @@ class StepContext:
     # Dry runs only: patterns an earlier step of this night would have written, so later steps plan
     # against them (a dry run of the whole cycle shows the contradictions the new patterns open).
     pending_patterns: dict[str, Pattern] = field(default_factory=dict)
+    lookback: timedelta | None = None  # a watchdog distill: only this window, the nightly watermark untouched
+    should_stop: Callable[[], bool] = lambda: False
+
+    def check_stop(self) -> None:
+        """Between batches: a worker shutting down abandons the step here (every batch is atomic)."""
+        if self.should_stop():
+            raise Abandoned(f"{self.team}: shutdown requested")
 
     def vectors_of(self, kind: VectorKind, ids: list[str]) -> dict[str, npt.NDArray[np.float64]]:
         """Stored vectors by id; any id without one is embedded from the graph's text (and not stored)."""

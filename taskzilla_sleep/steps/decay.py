@@ -57,6 +57,7 @@ def apply(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
     ]
     # Graph first, then vectors (a crash in between leaves orphan vectors that prune/reconcile drop).
     for i in range(0, len(rows), 500):
+        ctx.check_stop()
         ctx.graph.retire_episodes(rows[i : i + 500])
     crashpoint("decay.after_graph")
     if rows:

@@ -46,6 +46,7 @@ from taskzilla_sleep.steps.base import StepContext, one_line
 log = structlog.get_logger(__name__)
 
 WATERMARK = "distill_watermark:{team}"
+LAST_DISTILL = "last_distill_at:{team}"  # nightly or watchdog: the watchdog's cooldown counts from it
 
 
 @dataclass
@@ -122,8 +123,9 @@ def read_watermark(ctx: StepContext) -> datetime | None:
     return from_ms(int(raw)) if raw else None
 
 
-def plan(ctx: StepContext, lookback: timedelta | None = None) -> DistillPlan:
-    """``lookback`` set: a watchdog distill over that window only (and every episode in it counts as new)."""
+def plan(ctx: StepContext) -> DistillPlan:
+    """``ctx.lookback`` set: a watchdog distill over that window only (every episode in it counts as new)."""
+    lookback = ctx.lookback
     s = ctx.settings.distill
     p = DistillPlan(team=ctx.team, now=ctx.now)
     watermark = read_watermark(ctx)
@@ -222,6 +224,7 @@ def plan(ctx: StepContext, lookback: timedelta | None = None) -> DistillPlan:
                 valid_from=min(by_id[i].ts for i in support),
                 subjects=sorted({r["name"] for r in subjects}),
                 topic=topic_for([r["name"] for r in subjects], kinds, channel, draft.kind.value),
+                availability_lag_s=_lag(ctx, [by_id[i] for i in support], s.min_episodes),
             )
             working[pid] = new
             changes[pid] = PatternChange(new, "add", subject_keys, [], [])
@@ -321,6 +324,14 @@ def _entity_index(ents: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
     return best
 
 
+def _lag(ctx: StepContext, support: Sequence[Episode], needed: int) -> float:
+    """Pattern availability lag: from the ingestion of the episode that made the support enough
+    (the third, by default) to now, when the pattern becomes recallable."""
+    times = sorted(e.ingested_at for e in support)
+    third = times[min(needed, len(times)) - 1]
+    return max(0.0, round((ctx.now - third).total_seconds(), 3))
+
+
 def _episodes_by_id(ctx: StepContext, ids: set[str]) -> dict[str, Episode]:
     return {e.id: e for e in ctx.graph.get_episodes(sorted(ids))} if ids else {}
 
@@ -366,6 +377,7 @@ def _match(
 def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
     now_ms = to_ms(ctx.now)
     for c in plan.changes:
+        ctx.check_stop()
         pat = c.pattern
         evidence: list[dict[str, Any]] = [{"id": i, "set": {}} for i in pat.evidence_ids]
         sets = {
@@ -386,6 +398,9 @@ def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
                 ctx.team, "patterns", [pat.id], [pat.statement], [{"kind": pat.kind.value, "topic": pat.topic}]
             )
     crashpoint("distill.before_watermark")
-    # The watermark moves last: a crash before it means the next run re-reads the same episodes.
-    ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    # The watermark moves last: a crash before it means the next run re-reads the same episodes. A
+    # watchdog distill (lookback) leaves the nightly watermark alone: the night still reads the day.
+    if ctx.lookback is None:
+        ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    ctx.graph.set_meta(LAST_DISTILL.format(team=ctx.team), str(to_ms(ctx.now)))
     return plan.counts()

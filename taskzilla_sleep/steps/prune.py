@@ -100,6 +100,7 @@ def apply(ctx: StepContext, plan: PrunePlan) -> dict[str, int]:
     # Graph first (status, text dropped, tombstone), then the vectors: a crash in between leaves
     # orphan vectors, which the next plan lists again and drops.
     for i in range(0, len(rows), 500):
+        ctx.check_stop()
         ctx.graph.retire_episodes(rows[i : i + 500])
     crashpoint("prune.after_graph")
     if rows:

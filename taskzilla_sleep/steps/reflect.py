@@ -210,6 +210,7 @@ def _view(x: Pattern) -> PatternView:
 
 def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
     for m in plan.merges:
+        ctx.check_stop()
         rows = [{"id": i, "set": {"absorbed_by": m.keep.id}} for i in m.moved]
         # Graph first (one atomic write: both patterns, the MERGED_INTO link, the tombstone, the
         # re-pointed episodes), then the dropped pattern's vector leaves Chroma.

@@ -112,13 +112,15 @@ Q_LINK = {
 Q_OPEN_CONTRADICTION = """
 MATCH (o:Pattern {id: $old}), (n:Pattern {id: $new})
 MERGE (c:Contradiction {id: $id})
-ON CREATE SET c += $props, o.counter_count = coalesce(o.counter_count, 0) + $counter,
+ON CREATE SET c += $props,
+    o.counter_count = CASE WHEN o.pinned THEN o.counter_count ELSE coalesce(o.counter_count, 0) + $counter END,
     o.confidence = CASE WHEN o.pinned THEN o.confidence ELSE $old_confidence END
 MERGE (c)-[:OLD_BELIEF]->(o)
 MERGE (c)-[:NEW_BELIEF]->(n)
 SET o.status = CASE WHEN o.pinned THEN o.status ELSE 'contested' END,
     n.status = CASE WHEN n.pinned THEN n.status ELSE 'contested' END,
-    o.updated_at = $at, n.updated_at = $at
+    o.updated_at = CASE WHEN o.pinned THEN o.updated_at ELSE $at END,
+    n.updated_at = CASE WHEN n.pinned THEN n.updated_at ELSE $at END
 """
 
 Q_RESOLVE_SUPERSEDE = """
@@ -150,11 +152,18 @@ WHERE a.team = $team
 RETURN a.id AS a, type(r) AS rel, b.id AS b
 """
 
+Q_COUNT_NEW_RAW = """
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status = 'raw' AND e.ingested_at > $since AND e.provenance <> 'ai-draft'
+RETURN count(e) AS n
+"""
+
 Q_GET_META = "MATCH (m:Meta {key: $key}) RETURN m.value AS value"
 Q_SET_META = "MERGE (m:Meta {key: $key}) SET m.value = $value"
 
 Q_SAVE_RUN = "MERGE (r:Run {id: $id}) SET r += $props"
 Q_RUNS = "MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n"
+Q_SLOT_DONE = "MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r) AS n"
 
 Q_MARK_EPISODES_ACCESSED = "UNWIND $ids AS id MATCH (e:Episode {id: id}) SET e.last_accessed = $at"
 Q_MARK_PATTERNS_ACCESSED = "UNWIND $ids AS id MATCH (p:Pattern {id: id}) SET p.last_accessed = $at"
@@ -231,6 +240,10 @@ class CycleQueries:
         for r in self._read(Q_EPISODE_ENTITIES, {"ids": list(ids)}):
             out.setdefault(r["id"], []).append(r)
         return out
+
+    def count_new_raw(self, team: str, since: datetime) -> int:
+        """Raw, learnable-provenance episodes ingested after ``since`` (the watchdog's trigger)."""
+        return int(self._read(Q_COUNT_NEW_RAW, {"team": team, "since": to_ms(since)})[0]["n"])
 
     def evidence_episode_ids(self, team: str) -> set[str]:
         return {r["id"] for r in self._read(Q_EVIDENCE_IDS, {"team": team})}
@@ -339,9 +352,22 @@ class CycleQueries:
             "finished_at": to_ms(run.finished_at) if run.finished_at else None,
             "now": to_ms(run.now),
             "dry_run": run.dry_run,
+            "slot": run.slot,
+            "ok": all(s.status == "ok" for s in run.steps) and run.finished_at is not None,
             "steps_json": json.dumps([s.model_dump(mode="json") for s in run.steps]),
+            "extra_json": json.dumps(
+                {
+                    "sizes_before": run.sizes_before,
+                    "sizes_after": run.sizes_after,
+                    "pattern_lags_s": run.pattern_lags_s,
+                }
+            ),
         }
         self._write(Q_SAVE_RUN, {"id": run.id, "props": props})
+
+    def slot_done(self, slot: str) -> bool:
+        """Has a night for this slot (e.g. the scheduled night of 2026-11-28) finished cleanly?"""
+        return int(self._read(Q_SLOT_DONE, {"slot": slot})[0]["n"]) > 0
 
     def runs(self, n: int) -> list[Run]:
         out = []
@@ -357,6 +383,8 @@ class CycleQueries:
                         "now": from_ms(int(d["now"])),
                         "dry_run": bool(d.get("dry_run", False)),
                         "steps": json.loads(d.get("steps_json") or "[]"),
+                        "slot": d.get("slot"),
+                        **json.loads(d.get("extra_json") or "{}"),
                     }
                 )
             )

@@ -110,6 +110,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Tombstone", "id"),
     ("Run", "id"),
     ("Meta", "key"),
+    ("Lease", "name"),
+    ("Alert", "key"),
 )
 # Secondary indexes the steps filter on.
 INDEXES: tuple[tuple[str, str], ...] = (
@@ -118,6 +120,7 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Episode", "ts"),
     ("Pattern", "team"),
     ("Pattern", "status"),
+    ("Alert", "status"),
 )
 
 
@@ -195,6 +198,15 @@ class CypherGraphStore(CycleQueries, ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    # -- for modules that keep their own named queries (outbox, lease) ---------------------
+    def query(self, query: str, params: Row | None = None) -> list[Row]:
+        """Run a read-only named query of another module (same dialect rules as this file)."""
+        return self._read(query, params)
+
+    def execute(self, query: str, params: Row | None = None) -> list[Row]:
+        """Run a write as ONE transaction (Neo4j) / one atomic query (FalkorDB)."""
+        return self._write(query, params)
 
     # -- shared behaviour ----------------------------------------------------------------
     def ping(self) -> None:

@@ -8,6 +8,12 @@ import structlog
 from taskzilla_sleep.logs import configure_logging
 
 
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> object:
+    yield None
+    structlog.reset_defaults()
+
+
 def test_secrets_are_masked_in_json_logs(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging(level="info", json=True, secrets=["s3cr3t-token-value"])
     log = structlog.get_logger("t")

@@ -1,0 +1,31 @@
+"""The daytime watchdog (SPEC §3): a small distill so that a rule taught at 10:00 is usable by ~10:35.
+
+Due when at least ``watchdog.episode_threshold`` new raw episodes arrived since the last distill
+(nightly or watchdog) and at least ``watchdog.cooldown_minutes`` have passed since it. The distill
+then reads only the last ``watchdog.lookback_hours``. Pure decision here; the worker runs it under
+the shared lease, so it never overlaps a nightly step or another distill.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from taskzilla_sleep.models import from_ms
+from taskzilla_sleep.settings import WatchdogSettings
+from taskzilla_sleep.steps.distill import LAST_DISTILL
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+
+
+def last_distill(graph: CypherGraphStore, team: str) -> datetime | None:
+    raw = graph.get_meta(LAST_DISTILL.format(team=team))
+    return from_ms(int(raw)) if raw else None
+
+
+def watchdog_due(graph: CypherGraphStore, team: str, now: datetime, s: WatchdogSettings) -> tuple[bool, int]:
+    """(due, new episodes since the last distill)."""
+    last = last_distill(graph, team)
+    if last is not None and now - last < timedelta(minutes=s.cooldown_minutes):
+        return False, 0
+    since = last if last is not None else now - timedelta(hours=s.lookback_hours)
+    n = graph.count_new_raw(team, since)
+    return n >= s.episode_threshold, n

@@ -1,0 +1,361 @@
+"""The long-running worker: the nightly chain at its slots, the watchdog, alerts, and the HTTP API.
+
+One loop in the main thread decides what to do; the API is served by uvicorn in a thread. Every
+piece of consolidation work (a night, a watchdog distill) runs under the one lease in the graph
+store, so replicas never overlap and each night runs once (the ledger records its slot).
+
+Shutdown: the first SIGTERM/SIGINT stops new work; the step in flight finishes its current batch
+(or is abandoned between batches), the ledger is recorded, the lease released, child processes
+stopped, exit 0. If that takes longer than ``worker.shutdown_grace_s``, or on a second signal,
+the process exits at once: every write is atomic and a rerun repairs the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any
+
+import structlog
+
+from taskzilla_sleep.app import Services
+from taskzilla_sleep.lease import Lease
+from taskzilla_sleep.models import StepName
+from taskzilla_sleep.pipeline import NightResult, run_night, store_sizes
+from taskzilla_sleep.scheduler import Clock, NightlySchedule
+from taskzilla_sleep.watchdog import watchdog_due
+
+log = structlog.get_logger(__name__)
+
+LEASE_NAME = "consolidation"
+
+
+class Worker:
+    def __init__(
+        self,
+        services: Services,
+        clock: Clock,
+        api_token: str | None = None,
+        serve_api: bool = True,
+        api_port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.s = services
+        self.settings = services.settings
+        self.clock = clock
+        self.schedule = NightlySchedule(self.settings.schedule)
+        self.lease = Lease(services.graph, LEASE_NAME, self.settings.worker.lease_ttl_s)
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._signals = 0
+        self._api_token = api_token
+        self._serve_api = serve_api
+        self._api_port = self.settings.api.port if api_port is None else api_port
+        self._server: Any = None
+        self._api_thread: threading.Thread | None = None
+        self._missed_logged: set[str] = set()
+        self._env = dict(os.environ if env is None else env)
+        self.ingestor = services.ingestor(clock=self.clock.now)
+        self.port: int | None = None
+        self._metrics_registry: Any = None
+        self._outbox: Any = None
+        self._senders: dict[str, Any] = {}
+        self._open_alerts()
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    def run(self) -> int:
+        """The loop, until a signal or request_stop(). Call start_api() first to serve the API."""
+        self._install_signals()
+        log.info("worker_started", holder=self.lease.me, api_port=self.port, clock=self.clock.now().isoformat())
+        first = True
+        try:
+            while not self._stop.is_set():
+                self._tick(first)
+                first = False
+                self._sleep_until_next()
+        finally:
+            self._shutdown()
+        log.info("worker_stopped", holder=self.lease.me)
+        return 0
+
+    def request_stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # embedded in a test or another program: the owner calls request_stop()
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            self._signals += 1
+            if self._signals > 1:
+                log.warning("worker_killed", signal=signum, reason="second signal")
+                os._exit(130)  # at once; the FalkorDB child dies with us (parent-death signal)
+            log.info("worker_stopping", signal=signum, grace_s=self.settings.worker.shutdown_grace_s)
+            self.request_stop()
+            timer = threading.Timer(self.settings.worker.shutdown_grace_s, self._grace_expired)
+            timer.daemon = True
+            timer.start()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def _grace_expired(self) -> None:
+        log.error("worker_grace_expired", grace_s=self.settings.worker.shutdown_grace_s)
+        os._exit(1)
+
+    def _shutdown(self) -> None:
+        if self._senders:
+            from taskzilla_sleep.alerts import close_senders
+
+            close_senders(self._senders)
+        if self._outbox is not None:
+            self._outbox.close()
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._api_thread is not None:
+                self._api_thread.join(timeout=10)
+        self.lease.release()
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _tick(self, first: bool) -> None:
+        now = self.clock.now()
+        night = self.schedule.last_night(now)
+        key = self.schedule.key(night)
+        if not self.s.graph.slot_done(key):
+            late = now - night
+            catch_up = first and self.settings.worker.catch_up
+            if catch_up or late <= self.schedule.misfire_grace:
+                trigger = "catch-up" if late > timedelta(minutes=1) else "schedule"
+                self._night(night, key, trigger)
+            elif key not in self._missed_logged:
+                self._missed_logged.add(key)
+                log.warning("night_missed", slot=key, late_s=round(late.total_seconds()))
+        if not self._stop.is_set() and self.settings.watchdog.enabled:
+            self._watchdog()
+        if not self._stop.is_set():
+            self._alerts()
+
+    def _sleep_until_next(self) -> None:
+        if self._stop.is_set():
+            return
+        now = self.clock.now()
+        wake_at = min(self.schedule.next_night(now), now + timedelta(seconds=self.settings.worker.poll_s))
+        self._wake.clear()
+        self.clock.sleep((wake_at - now).total_seconds(), self._wake)
+
+    def _with_lease(self, what: str, work: Callable[[], None]) -> bool:
+        if not self.lease.try_acquire():
+            holder, _ = self.lease.holder()
+            log.info("lease_busy", work=what, holder=holder)
+            return False
+        self.lease.keep_alive()
+        try:
+            work()
+        finally:
+            self.lease.release()
+        return True
+
+    def _night(self, night: datetime, key: str, trigger: str) -> None:
+        def work() -> None:
+            if self.s.graph.slot_done(key):  # another replica finished it while we waited
+                return
+            result = run_night(
+                settings=self.settings,
+                graph=self.s.graph,
+                vectors=self.s.vectors,
+                embedder=self.s.embedder,
+                llm=self.s.llm,
+                now=self.clock.now(),
+                trigger=trigger,  # type: ignore[arg-type]
+                slot=key,
+                clock=self.clock.now,
+                before_step=lambda step: self._wait_for_slot(night, step),
+                should_stop=self._stop.is_set,
+            )
+            self._after_night(result)
+
+        self._with_lease(f"night {key}", work)
+
+    def _wait_for_slot(self, night: datetime, step: StepName) -> bool:
+        """A step never starts before its slot (nor before its predecessor: the chain is sequential)."""
+        slot = self.schedule.step_slot(night, step)
+        while not self._stop.is_set():
+            left = (slot - self.clock.now()).total_seconds()
+            if left <= 0:
+                return True
+            # Only a stop may cut this wait short: an ingest must not start the next step early.
+            self.clock.sleep(min(left, 5.0), self._stop)
+        return False
+
+    def _after_night(self, result: NightResult) -> None:
+        if not result.ok:
+            return
+        from taskzilla_sleep.memory_index import write_memory
+
+        for team in self.s.graph.teams():
+            write_memory(self.settings.memory_dir, team, self.s.graph.patterns(team), self.settings.memory_index)
+        if self._outbox is not None and self.settings.alerts.nightly_summary and result.run.slot:
+            from taskzilla_sleep.night_report import render_night
+
+            text = render_night(result, self.s.graph)
+            self._outbox.enqueue_summary(
+                f"summary_{result.run.slot}", text, self.settings.alerts.channels, self.clock.now()
+            )
+
+    def _watchdog(self) -> None:
+        for team in self.s.graph.teams():
+            now = self.clock.now()
+            due, n = watchdog_due(self.s.graph, team, now, self.settings.watchdog)
+            if not due:
+                continue
+
+            def work(team: str = team, n: int = n) -> None:
+                due_again, _ = watchdog_due(self.s.graph, team, self.clock.now(), self.settings.watchdog)
+                if not due_again:
+                    return
+                log.info("watchdog_triggered", team=team, new_episodes=n)
+                result = run_night(
+                    settings=self.settings,
+                    graph=self.s.graph,
+                    vectors=self.s.vectors,
+                    embedder=self.s.embedder,
+                    llm=self.s.llm,
+                    now=self.clock.now(),
+                    steps=["distill"],
+                    trigger="watchdog",
+                    teams=[team],
+                    lookback=timedelta(hours=self.settings.watchdog.lookback_hours),
+                    clock=self.clock.now,
+                    should_stop=self._stop.is_set,
+                )
+                log.info("watchdog_finished", team=team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
+
+            self._with_lease(f"watchdog {team}", work)
+
+    def _alerts(self) -> None:
+        """Queue an alert for every open contradiction (idempotent, so a crash loses none), deliver what is due."""
+        if self._outbox is None:
+            return
+        from taskzilla_sleep.alerts import deliver_due
+
+        now = self.clock.now()
+        self._outbox.sync_contradictions(
+            self.settings.alerts.channels, now, self._outbox.evidence_examples, tz=self.schedule.tz
+        )
+        deliver_due(self._outbox, self._senders, self.settings.alerts, now)
+
+    def _open_alerts(self) -> None:
+        """Build the chat senders at start: a missing webhook URL or token is a config error now, not at 3 am."""
+        if not any(ch.enabled for ch in self.settings.alerts.channels.values()):
+            return
+        from taskzilla_sleep.alerts import Outbox, build_senders
+
+        self._senders = build_senders(self.settings.alerts, self._env)
+        self._outbox = Outbox(self.s.graph)
+        self._outbox.ensure_schema()
+
+    # -- the API ----------------------------------------------------------------------------------
+    def start_api(self) -> str | None:
+        """Serve the HTTP API in a thread; returns its URL (None when the API is off)."""
+        if not self._serve_api:
+            return None
+        self._start_api()
+        return f"http://{self.settings.api.host}:{self.port}"
+
+    def _start_api(self) -> None:
+        import uvicorn
+
+        from taskzilla_sleep.api import ApiDeps, create_app
+
+        deps = ApiDeps(
+            settings=self.settings,
+            graph=self.s.graph,
+            vectors=self.s.vectors,
+            ingestor=self.ingestor,
+            clock=self.clock.now,
+            token=self._api_token,
+            status=self.status,
+            metrics=self.metrics,
+            on_ingest=self._wake.set,
+        )
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.settings.api.host, self._api_port))
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(create_app(deps), log_config=None, access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._server.install_signal_handlers = lambda: None  # the worker owns the signals
+        self._api_thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="api"
+        )
+        self._api_thread.start()
+        deadline = time.monotonic() + 10
+        while not getattr(self._server, "started", False) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        info = {"pid": os.getpid(), "api": f"http://{self.settings.api.host}:{self.port}"}
+        (self.settings.data_dir / "worker.json").write_text(json.dumps(info))
+
+    def status(self) -> dict[str, Any]:
+        holder, expires = self.lease.holder()
+        night = self.schedule.next_night(self.clock.now())
+        runs = self.s.graph.runs(5)
+        return {
+            "sizes": store_sizes(self.s.graph, self.s.vectors),
+            "graph": self.s.graph.describe(),
+            "vectors": self.s.vectors.describe(),
+            "next_night": night.isoformat(),
+            "clock": self.clock.now().isoformat(),
+            "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
+            "open_contradictions": len(self.s.graph.contradictions(status="open")),
+            "last_runs": [
+                {
+                    "id": r.id,
+                    "trigger": r.trigger,
+                    "slot": r.slot,
+                    "now": r.now.isoformat(),
+                    "ok": all(x.status == "ok" for x in r.steps),
+                    "steps": {
+                        x.step: {"status": x.status, "started_at": x.started_at.isoformat() if x.started_at else None}
+                        for x in r.steps
+                    },
+                }
+                for r in runs
+            ],
+        }
+
+    def metrics(self) -> tuple[bytes, str]:
+        from taskzilla_sleep.metrics import render
+
+        return render(self._registry())
+
+    def _registry(self) -> Any:
+        if self._metrics_registry is None:
+            from taskzilla_sleep.alerts import Outbox
+            from taskzilla_sleep.metrics import build_registry
+
+            outbox = self._outbox or Outbox(self.s.graph)
+            self._metrics_registry = build_registry(
+                self.s.graph,
+                outbox_pending=outbox.pending_count if self._outbox is not None else None,
+                memory_index_size=self._memory_index_size,
+            )
+        return self._metrics_registry
+
+    def _memory_index_size(self) -> int | None:
+        sizes = [
+            sum(
+                1
+                for line in p.read_text(encoding="utf-8").splitlines()
+                if line.startswith(("preference:", "process:", "norm:", "fact:"))
+            )
+            for p in self.settings.memory_dir.glob("*/MEMORY.md")
+        ]
+        return sum(sizes) if sizes else None

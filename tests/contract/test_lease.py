@@ -1,0 +1,82 @@
+"""The one lease, on both graph backends: exclusive, re-entrant for its holder, expiring for a dead one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from taskzilla_sleep.lease import Lease
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+
+
+@pytest.fixture(params=["falkordb", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def graph(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CypherGraphStore]:
+    g: CypherGraphStore
+    if request.param == "falkordb":
+        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+
+        g = FalkorDBGraphStore.start(tmp_path / "f")
+    else:
+        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from tests.neo4j_service import neo4j_auth
+
+        g = Neo4jGraphStore(request.getfixturevalue("neo4j_uri"), neo4j_auth())
+        g.delete_all()
+    g.ensure_schema()
+    yield g
+    g.delete_all()
+    g.close()
+
+
+def test_exclusive_reentrant_and_released(graph: CypherGraphStore) -> None:
+    a, b = Lease(graph, "x", 60, me="a"), Lease(graph, "x", 60, me="b")
+    assert a.try_acquire() and a.try_acquire()  # the holder renews
+    assert not b.try_acquire()
+    assert a.holder()[0] == "a"
+    a.release()
+    assert b.try_acquire() and b.holder()[0] == "b"
+    assert not a.try_acquire()
+
+
+def test_a_dead_holders_lease_expires(graph: CypherGraphStore) -> None:
+    dead, alive = Lease(graph, "x", 1, me="dead"), Lease(graph, "x", 60, me="alive")
+    assert dead.try_acquire()
+    assert not alive.try_acquire()
+    time.sleep(1.2)
+    assert alive.try_acquire()
+
+
+def test_keep_alive_renews_past_the_ttl(graph: CypherGraphStore) -> None:
+    a, b = Lease(graph, "x", 1.5, me="a"), Lease(graph, "x", 60, me="b")
+    assert a.try_acquire()
+    a.keep_alive()
+    time.sleep(2.5)
+    assert not b.try_acquire()
+    a.release()
+    assert b.try_acquire()
+
+
+@pytest.mark.parametrize("name", ["fresh-1", "fresh-2", "fresh-3"])
+def test_many_contenders_one_winner(graph: CypherGraphStore, name: str) -> None:
+    leases = [Lease(graph, name, 60, me=f"w{i}") for i in range(8)]
+    for _round in range(4):  # the first round also races on creating the lease node
+        wins: list[str] = []
+        barrier = threading.Barrier(len(leases))
+
+        def go(lease: Lease, barrier: threading.Barrier, wins: list[str]) -> None:
+            barrier.wait()
+            if lease.try_acquire():
+                wins.append(lease.me)
+
+        threads = [threading.Thread(target=go, args=(x, barrier, wins)) for x in leases]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert len(wins) == 1
+        assert leases[0].holder()[0] == wins[0]
+        next(x for x in leases if x.me == wins[0]).release()

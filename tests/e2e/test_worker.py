@@ -1,0 +1,233 @@
+"""`taskzilla-sleep worker` as a subprocess with a controlled clock, as ops run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_cli import ROOT, cli
+
+SAMPLE = str(ROOT / "taskzilla_sleep" / "data" / "sample_week.jsonl")
+
+
+@contextmanager
+def worker(data: Path, clock_start: str, speed: float, env: dict[str, str] | None = None) -> Iterator[Any]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")}
+    full.update(
+        HF_HUB_OFFLINE="1",
+        TASKZILLA_LOG_LEVEL="info",
+        TASKZILLA__WORKER__POLL_S="60",
+        TASKZILLA__WORKER__CATCH_UP="false",
+        TASKZILLA__WORKER__SHUTDOWN_GRACE_S="60",
+        **(env or {}),
+    )
+    data.mkdir(parents=True, exist_ok=True)
+    log = (data / f"worker-{time.monotonic_ns()}.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "taskzilla_sleep",
+            "worker",
+            "--data-dir",
+            str(data),
+            "--api-port",
+            "0",
+            "--clock-start",
+            clock_start,
+            "--clock-speed",
+            str(speed),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=full,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert "API http://" in first, f"worker did not start: {first!r} {Path(log.name).read_text()[-3000:]}"
+        proc.api = first.split("API ", 1)[1].split(",", 1)[0]  # type: ignore[attr-defined]
+        proc.log_path = Path(log.name)  # type: ignore[attr-defined]
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+
+
+def get(proc: Any, path: str) -> Any:
+    with urllib.request.urlopen(proc.api + path, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def post(proc: Any, path: str, body: Any) -> tuple[int, Any]:
+    req = urllib.request.Request(
+        proc.api + path, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def night(proc: Any, slot: str) -> dict[str, Any] | None:
+    runs = [r for r in get(proc, "/status")["last_runs"] if r["slot"] == slot and r["ok"]]
+    return runs[0] if runs else None
+
+
+def stop(proc: Any, timeout: float = 90) -> int:
+    proc.send_signal(signal.SIGTERM)
+    return int(proc.wait(timeout=timeout))
+
+
+def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
+    with worker(data, "2026-11-28T03:04:40+01:00", speed=120) as w:
+        assert get(w, "/healthz") == {"ok": True}
+        assert get(w, "/readyz")["ready"] is True
+        run = wait_for("the night of 2026-11-28", lambda: night(w, "2026-11-28"))
+        assert run["trigger"] == "schedule"
+        starts = {k: datetime.fromisoformat(v["started_at"]) for k, v in run["steps"].items()}
+        slots = {"prune": "03:05", "distill": "03:10", "reflect": "03:15", "decay": "03:25"}
+        for step, hhmm in slots.items():
+            assert starts[step] >= datetime.fromisoformat(f"2026-11-28T{hhmm}:00+01:00"), step
+        assert starts["prune"] < starts["distill"] < starts["reflect"] < starts["decay"]
+        assert len(get(w, "/contradictions")) == 1
+
+        # Taught at "10 o'clock": three people state a new rule; the watchdog makes it recallable.
+        now = datetime.fromisoformat(get(w, "/status")["clock"])
+        rule = [
+            ("martin", "Every incident gets a written postmortem within two days."),
+            ("sara", "Reminder: the incident postmortem is due within two days, every time."),
+            ("lena", "Each incident needs its postmortem document written within 2 days."),
+        ]
+        eps = [
+            {
+                "team": "platform",
+                "channel": "ops",
+                "author": a,
+                "text": t,
+                "provenance": "human",
+                "ts": (now - timedelta(minutes=3 - i)).isoformat(),
+            }
+            for i, (a, t) in enumerate(rule)
+        ]
+        bad = post(w, "/episodes", {"episodes": [*eps, {"team": "platform", "text": "no author"}]})
+        assert bad[0] == 422 and bad[1]["detail"][0]["index"] == 3  # nothing written
+        assert post(w, "/episodes", {"episodes": eps}) == (
+            200,
+            {"new": 3, "present": 0, "skipped": 0, "skipped_by_connector": {}},
+        )
+        hit = wait_for(
+            "the watchdog's pattern",
+            lambda: [i for i in get(w, "/recall?q=incident+postmortem&k=3") if i["kind"] == "pattern"],
+        )
+        assert "postmortem" in hit[0]["text"].casefold()
+        metrics = urllib.request.urlopen(w.api + "/metrics", timeout=10).read().decode()
+        assert "taskzilla_sleep_store_size" in metrics
+        assert stop(w) == 0
+    log = w.log_path.read_text()
+    assert '"event": "watchdog_triggered"' in log and '"event": "worker_stopped"' in log
+    check = cli("reconcile", "--check", data_dir=data)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_sigterm_mid_step_exits_0_and_leaves_consistent_stores(tmp_path: Path) -> None:
+    from tests.contract.test_cycle_litellm import good_model
+    from tests.llm_stub import LLMStub
+
+    data = tmp_path / "d"
+    assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
+    with LLMStub(default=good_model, latency_s=1.5) as stub:
+        env = {
+            "TASKZILLA__LLM__MODEL": "openai/stub",
+            "TASKZILLA__LLM__API_BASE": stub.url,
+            "OPENAI_API_KEY": "sk-test",
+            "TASKZILLA__LLM__MAX_CONCURRENCY": "1",
+        }
+        with worker(data, "2026-11-28T03:09:55+01:00", speed=10, env=env) as w:
+
+            def distilling() -> bool:
+                runs = get(w, "/status")["last_runs"]
+                return bool(runs) and runs[0]["steps"]["distill"]["status"] == "running"
+
+            wait_for("distill in flight", distilling, timeout=60)
+            assert stop(w) == 0
+    log = w.log_path.read_text()
+    assert '"event": "worker_stopping"' in log
+    st = json.loads(cli("status", "--json", data_dir=data).stdout)
+    assert st["graph"]["reachable"] and st["vectors"]["reachable"]
+    check = cli("reconcile", "--check", data_dir=data)
+    assert check.returncode == 0, check.stdout  # no drift between the stores
+    # The left night is redone by a rerun, and converges.
+    rerun = cli("run-once", "--now", "2026-11-28T03:25:00+01:00", data_dir=data)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "contradictions flagged" in rerun.stdout or json.loads(
+        cli("contradictions", "list", "--json", data_dir=data).stdout
+    )
+
+
+@pytest.mark.neo4j
+@pytest.mark.chroma_server
+def test_two_workers_against_one_neo4j_run_the_night_once(
+    tmp_path: Path, neo4j_uri: str, chroma_address: tuple[str, int]
+) -> None:
+    from tests.neo4j_service import neo4j_auth
+
+    host, port = chroma_address
+    env = {
+        "TASKZILLA__GRAPH__BACKEND": "neo4j",
+        "TASKZILLA__GRAPH__NEO4J_URI": neo4j_uri,
+        "TASKZILLA__VECTOR__BACKEND": "chroma-server",
+        "TASKZILLA__VECTOR__HOST": host,
+        "TASKZILLA__VECTOR__PORT": str(port),
+    }
+    auth = neo4j_auth()
+    if auth:
+        env["TASKZILLA__GRAPH__NEO4J_USER"], env["TASKZILLA_NEO4J_PASSWORD"] = auth
+    wipe = (
+        "import sys; from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build;"
+        "s = build(load_settings()); s.graph.delete_all(); s.vectors.delete_all(); s.close()"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | env
+    subprocess.run([sys.executable, "-c", wipe], env=base, check=True, timeout=120, cwd=ROOT, capture_output=True)
+    assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=tmp_path / "i", env=env).returncode == 0
+    with (
+        worker(tmp_path / "a", "2026-11-28T03:04:50+01:00", 120, env) as a,
+        worker(tmp_path / "b", "2026-11-28T03:04:50+01:00", 120, env) as b,
+    ):
+        wait_for("the night", lambda: night(a, "2026-11-28"))
+        time.sleep(3)  # give the other replica every chance to run it a second time
+        runs_a = [r for r in get(a, "/status")["last_runs"] if r["slot"] == "2026-11-28"]
+        runs_b = [r for r in get(b, "/status")["last_runs"] if r["slot"] == "2026-11-28"]
+        assert len(runs_a) == 1 and runs_a == runs_b  # one night, seen by both
+        assert stop(a) == 0 and stop(b) == 0
+    logs = a.log_path.read_text() + b.log_path.read_text()
+    assert logs.count('"event": "night_finished"') == 1

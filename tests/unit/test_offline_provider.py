@@ -1,0 +1,267 @@
+"""The offline provider with the real MiniLM embedder: deterministic, no network."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from taskzilla_sleep.llm.base import (
+    DistillRequest,
+    EpisodeView,
+    LLMUsage,
+    PatternDraft,
+    PatternView,
+    ReflectRequest,
+    validate_draft,
+)
+from taskzilla_sleep.llm.offline import OfflineProvider
+from taskzilla_sleep.models import PatternKind
+from taskzilla_sleep.policies import representative
+from taskzilla_sleep.stores.vector import Embedder
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+
+SMALL_PRS = [
+    ("pr1", "martin", "human", "Please keep PRs small, under 300 changed lines, so reviews stay quick."),
+    ("pr2", "sara", "human", "Can we split big pull requests into smaller ones? Small PRs get reviewed the same day."),
+    (
+        "pr3",
+        "joost",
+        "human",
+        "Reminder for everyone: small, scoped pull requests please, big PRs sit in review for days.",
+    ),
+    ("pr4", "priya", "human", "Keep your PRs small and focused, one change per pull request."),
+]
+NOISE = [
+    ("n1", "lena", "human", "looks good to me"),
+    ("n2", "joost", "human", "+1 from me"),
+    ("n3", "priya", "human", "thanks!"),
+    ("n4", "martin", "human", "LGTM!"),
+    ("n5", "sara", "human", "good morning all"),
+]
+STANDUP_ASYNC = "Standup is async: post your update in #standup before 10:00 (yesterday, today, blockers)."
+STANDUP_VOICE = "From now on standup is a voice call at 09:30 instead of async posts."
+
+
+@pytest.fixture
+def provider(offline_embedder: Embedder) -> OfflineProvider:
+    return OfflineProvider(offline_embedder)
+
+
+def views(rows: Sequence[tuple[str, str, str, str]]) -> tuple[EpisodeView, ...]:
+    return tuple(
+        EpisodeView(id=i, author=a, channel="dev", ts=T0 + timedelta(minutes=n), text=t, provenance=p)
+        for n, (i, a, p, t) in enumerate(rows)
+    )
+
+
+def request(
+    rows: Sequence[tuple[str, str, str, str]], known: Sequence[str] = (), min_support: int = 3
+) -> DistillRequest:
+    return DistillRequest(
+        team="platform",
+        group_key="g1",
+        episodes=views(rows),
+        known_entities=tuple(known),
+        min_support=min_support,
+    )
+
+
+def cosine(embedder: Embedder, a: str, b: str) -> float:
+    va, vb = (np.asarray(v, dtype=np.float64) for v in embedder.embed([a, b]))
+    return float(va @ vb / (np.linalg.norm(va) * np.linalg.norm(vb)))
+
+
+def reflect(embedder: Embedder, new: str, old: str) -> ReflectRequest:
+    return ReflectRequest(
+        team="platform",
+        new=PatternView(
+            id="pat_new", statement=new, kind=PatternKind.PROCESS, first_seen=T0 + timedelta(days=3), support=3
+        ),
+        old=PatternView(id="pat_old", statement=old, kind=PatternKind.PROCESS, first_seen=T0, support=3),
+        similarity=round(cosine(embedder, new, old), 4),
+    )
+
+
+def assert_usage_non_negative(usage: LLMUsage) -> None:
+    for name, value in usage.as_dict().items():
+        assert value is None or value >= 0, (name, value)
+
+
+# -- distill ---------------------------------------------------------------------------------------
+
+
+def test_paraphrases_by_different_people_become_one_valid_draft(provider: OfflineProvider) -> None:
+    rows = [*SMALL_PRS, NOISE[0], NOISE[1]]
+    req = request(rows, known=("martin", "sara", "joost", "priya", "lena", "dev"))
+    (draft,) = provider.distill_many([req])
+    assert isinstance(draft, PatternDraft)
+    assert set(draft.supporting_ids) <= {e.id for e in req.episodes}
+    assert set(draft.supporting_ids) == {"pr1", "pr2", "pr3", "pr4"}  # the chatter is not evidence
+    assert draft.statement in {t for _, _, _, t in SMALL_PRS}
+    assert 0.0 <= draft.confidence <= 1.0
+    assert validate_draft(req, draft) is None
+    assert not {"martin", "sara", "joost", "priya"} & set(draft.subjects)  # authors are not what it is about
+    assert provider.usage.invalid_answers == 0
+    assert_usage_non_negative(provider.usage)
+
+
+def test_the_statement_is_a_persons_words_even_when_a_bot_is_more_central(
+    provider: OfflineProvider, offline_embedder: Embedder
+) -> None:
+    bot = (
+        "bot1",
+        "taskzilla",
+        "bot",
+        "Reminder: keep pull requests small and scoped, one change per PR, reviews stay quick.",
+    )
+    rows = [*SMALL_PRS, bot]
+    vectors = offline_embedder.embed([t for _, _, _, t in rows])
+    assert rows[representative(vectors)] == bot  # without the provenance rule the bot would be quoted
+    (draft,) = provider.distill_many([request(rows)])
+    assert draft is not None
+    assert draft.statement in {t for _, _, _, t in SMALL_PRS}
+    assert "bot1" in draft.supporting_ids  # the bot's reminder still counts as evidence
+
+
+def test_a_group_of_bots_only_is_quoted_from_the_bots(provider: OfflineProvider) -> None:
+    rows = [(i, "taskzilla", "bot", t) for i, _, _, t in SMALL_PRS]
+    (draft,) = provider.distill_many([request(rows)])
+    assert draft is not None and draft.statement in {t for _, _, _, t in rows}
+
+
+def test_subjects_come_from_the_known_entities_the_group_mentions(provider: OfflineProvider) -> None:
+    rows = [
+        ("g1", "martin", "human", "The billing-api deploys go out through the github pipeline only."),
+        ("g2", "sara", "human", "Deploy billing-api only via the github pipeline, never by hand."),
+        ("g3", "joost", "human", "Only the github pipeline may deploy the billing-api to production."),
+    ]
+    req = request(rows, known=("billing-api", "github", "grafana", "martin", "sara", "joost"))
+    (draft,) = provider.distill_many([req])
+    assert draft is not None
+    assert set(draft.subjects) == {"billing-api", "github"}
+    assert validate_draft(req, draft) is None
+
+
+def test_a_subject_must_be_mentioned_as_a_word_by_most_of_the_group(provider: OfflineProvider) -> None:
+    rows = [
+        ("s1", "martin", "human", "Keep pull requests small and specific, and CI must be green before review."),
+        ("s2", "sara", "human", "Small, specific pull requests please; big ones take days to decide on."),
+        ("s3", "joost", "human", "Make each PR small and specific so reviewers can decide quickly."),
+    ]
+    (draft,) = provider.distill_many([request(rows, known=("ci", "martin", "sara", "joost"))])
+    assert draft is not None
+    assert "ci" not in draft.subjects  # one member of three names CI
+
+
+def test_a_group_of_noise_gives_no_pattern(provider: OfflineProvider) -> None:
+    assert provider.distill_many([request(NOISE)]) == [None]
+    assert_usage_non_negative(provider.usage)
+
+
+def test_fewer_substantive_episodes_than_min_support_give_no_pattern(provider: OfflineProvider) -> None:
+    rows = [SMALL_PRS[0], SMALL_PRS[1], *NOISE]
+    assert provider.distill_many([request(rows, min_support=3)]) == [None]
+    assert provider.distill_many([request(SMALL_PRS, min_support=5)]) == [None]
+    (ok,) = provider.distill_many([request(rows, min_support=2)])
+    assert ok is not None and set(ok.supporting_ids) == {"pr1", "pr2"}
+
+
+def test_one_answer_per_request_in_order(provider: OfflineProvider) -> None:
+    answers = provider.distill_many([request(NOISE), request(SMALL_PRS), request(SMALL_PRS[:2])])
+    assert [a is not None for a in answers] == [False, True, False]
+    assert provider.distill_many([]) == []
+
+
+def test_long_statements_are_cut_to_the_limit(provider: OfflineProvider) -> None:
+    tail = " and the reviewer should be able to read the whole change in one sitting" * 6
+    rows = [(i, a, p, t + tail) for i, a, p, t in SMALL_PRS]
+    (draft,) = provider.distill_many([request(rows)])
+    assert draft is not None
+    assert len(draft.statement) <= 300 and draft.statement.endswith("…")
+
+
+def test_distill_is_deterministic(offline_embedder: Embedder) -> None:
+    req = request([*SMALL_PRS, *NOISE], known=("dev", "martin"))
+    first = OfflineProvider(offline_embedder).distill_many([req, request(NOISE)])
+    second = OfflineProvider(offline_embedder).distill_many([req, request(NOISE)])
+    assert first == second
+    assert first[0] is not None
+
+
+# -- classify --------------------------------------------------------------------------------------
+
+
+def test_a_change_statement_contradicts_the_habit_it_changes(
+    provider: OfflineProvider, offline_embedder: Embedder
+) -> None:
+    (verdict,) = provider.classify_many([reflect(offline_embedder, STANDUP_VOICE, STANDUP_ASYNC)])
+    assert verdict is not None and verdict.relation == "contradicts"
+    (reverse,) = provider.classify_many([reflect(offline_embedder, STANDUP_ASYNC, STANDUP_VOICE)])
+    assert reverse is not None and reverse.relation == "contradicts"
+
+
+def test_two_near_identical_statements_are_the_same_belief(
+    provider: OfflineProvider, offline_embedder: Embedder
+) -> None:
+    a = "No deploys to production on Fridays, we don't want weekend pages."
+    b = "No deploys to production on Fridays; we do not want weekend pages."
+    req = reflect(offline_embedder, a, b)
+    assert req.similarity >= 0.92
+    (verdict,) = provider.classify_many([req])
+    assert verdict is not None and verdict.relation == "same"
+
+
+def test_unrelated_statements_are_unrelated(provider: OfflineProvider, offline_embedder: Embedder) -> None:
+    a = "Please keep PRs small, under 300 changed lines, so reviews stay quick."
+    b = "The coffee machine on the third floor is broken again."
+    (verdict,) = provider.classify_many([reflect(offline_embedder, a, b)])
+    assert verdict is not None and verdict.relation == "unrelated"
+
+
+def test_a_change_statement_about_something_else_is_not_a_contradiction(
+    provider: OfflineProvider, offline_embedder: Embedder
+) -> None:
+    change = "From now on the coffee machine gets descaled every Monday instead of monthly."
+    (verdict,) = provider.classify_many([reflect(offline_embedder, change, SMALL_PRS[0][3])])
+    assert verdict is not None and verdict.relation == "unrelated"
+
+
+def test_two_change_statements_alike_are_not_a_contradiction(
+    provider: OfflineProvider, offline_embedder: Embedder
+) -> None:
+    other = "We switched to a voice call for standup at 09:30 instead of async posts."
+    (verdict,) = provider.classify_many([reflect(offline_embedder, other, STANDUP_VOICE)])
+    assert verdict is not None and verdict.relation != "contradicts"
+
+
+@pytest.mark.parametrize(
+    ("similarity", "relation"),
+    [(0.99, "same"), (0.92, "same"), (0.80, "refines"), (0.75, "refines"), (0.65, "compatible"), (0.1, "unrelated")],
+)
+def test_plain_pairs_are_graded_by_similarity(provider: OfflineProvider, similarity: float, relation: str) -> None:
+    req = ReflectRequest(
+        team="platform",
+        new=PatternView(id="b", statement="Keep PRs small.", kind=PatternKind.NORM, first_seen=T0, support=3),
+        old=PatternView(id="a", statement="Small pull requests.", kind=PatternKind.NORM, first_seen=T0, support=3),
+        similarity=similarity,
+    )
+    (verdict,) = provider.classify_many([req])
+    assert verdict is not None and verdict.relation == relation and verdict.reason
+
+
+def test_classify_is_deterministic_and_counters_stay_non_negative(offline_embedder: Embedder) -> None:
+    reqs = [
+        reflect(offline_embedder, STANDUP_VOICE, STANDUP_ASYNC),
+        reflect(offline_embedder, SMALL_PRS[0][3], SMALL_PRS[3][3]),
+        reflect(offline_embedder, SMALL_PRS[0][3], NOISE[0][3]),
+    ]
+    a, b = OfflineProvider(offline_embedder), OfflineProvider(offline_embedder)
+    assert a.classify_many(reqs) == b.classify_many(reqs)
+    assert a.classify_many(reqs) == a.classify_many(reqs)
+    assert a.classify_many([]) == []
+    assert_usage_non_negative(a.usage)
+    assert a.usage.as_dict() == b.usage.as_dict()

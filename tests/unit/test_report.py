@@ -1,0 +1,572 @@
+"""The ops report and the Prometheus metrics: pure rules on hand-built runs, then a real embedded ledger."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import structlog.testing
+from prometheus_client.parser import text_string_to_metric_families
+
+from taskzilla_sleep.facts import fact_id
+from taskzilla_sleep.metrics import FAMILIES, SleepCollector, build_registry, render, sizes_from_counts
+from taskzilla_sleep.models import (
+    Contradiction,
+    Pattern,
+    PatternKind,
+    PatternStatus,
+    Run,
+    RunTrigger,
+    StepName,
+    StepResult,
+)
+from taskzilla_sleep.report import (
+    Night,
+    Report,
+    axis_ticks,
+    contradictions_signal,
+    failed_steps_signal,
+    memory_index_signal,
+    merges_signal,
+    night_of,
+    percentile,
+    pinned_facts_signal,
+    report_command,
+    sparkline,
+    store_growth_signal,
+    write_html,
+)
+from taskzilla_sleep.stores.graph import GraphCounts
+
+T0 = datetime(2026, 11, 28, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam
+STEPS: tuple[StepName, ...] = ("prune", "distill", "reflect", "decay")
+
+
+def make_run(
+    day: int,
+    *,
+    merges: int = 0,
+    added: int = 2,
+    live: int = 100,
+    total: int = 100,
+    patterns: int = 10,
+    open_c: int = 0,
+    live_before: int | None = None,
+    total_before: int | None = None,
+    failed: StepName | None = None,
+    lags: Sequence[float] = (),
+    trigger: RunTrigger = "schedule",
+    cost: float | None = 0.0,
+    dry_run: bool = False,
+) -> Run:
+    """A finished night ``day`` days after T0, as the pipeline records it."""
+    now = T0 + timedelta(days=day)
+    steps = []
+    at = now
+    failed_seen = False
+    for i, name in enumerate(STEPS):
+        status = "skipped" if failed_seen else "failed" if name == failed else "ok"
+        failed_seen = failed_seen or name == failed
+        counts = {
+            "prune": {"examined": 50, "pruned": 1},
+            "distill": {"patterns_added": added, "evidence_bumps": 3, "absorbed": 9},
+            "reflect": {"merges": merges, "contradictions": 0, "links": 1},
+            "decay": {"retired": 4, "waiting": 2},
+        }[name]
+        steps.append(
+            StepResult(
+                step=name,
+                status=status,
+                started_at=at,
+                finished_at=at + timedelta(seconds=1 + i),
+                counts=counts if status == "ok" else {},
+                llm_calls=5 if name in ("distill", "reflect") else 0,
+                prompt_tokens=1000 if name in ("distill", "reflect") else 0,
+                completion_tokens=200 if name in ("distill", "reflect") else 0,
+                cost_usd=cost,
+                error="StoreError: connection reset" if status == "failed" else None,
+            )
+        )
+        at += timedelta(seconds=2 + i)
+    sizes_after = {
+        "episodes_total": total,
+        "episodes_live": live,
+        "vectors_episodes": live,
+        "patterns_live": patterns,
+        "contradictions_open": open_c,
+        "tombstones": 7,
+    }
+    before = dict(sizes_after)
+    before["vectors_episodes"] = before["episodes_live"] = live if live_before is None else live_before
+    before["episodes_total"] = total if total_before is None else total_before
+    return Run(
+        id=f"run_{day:02d}_{trigger}",
+        trigger=trigger,
+        started_at=now,
+        finished_at=at,
+        now=now,
+        dry_run=dry_run,
+        steps=steps,
+        slot=now.date().isoformat(),
+        sizes_before=before,
+        sizes_after=sizes_after,
+        pattern_lags_s=list(lags),
+    )
+
+
+def nights_of(runs: Sequence[Run]) -> list[Night]:
+    return [night_of(r) for r in runs]
+
+
+def fact(statement: str = "Martin Vos is the engineering manager of the platform team.", **update: object) -> Pattern:
+    p = Pattern(
+        id=fact_id("platform", statement),
+        team="platform",
+        statement=statement,
+        kind=PatternKind.FACT,
+        status=PatternStatus.ACTIVE,
+        confidence=1.0,
+        first_seen=T0,
+        last_seen=T0,
+        created_at=T0,
+        updated_at=T0,
+        valid_from=T0,
+        pinned=True,
+        pinned_by="martin",
+    )
+    return p.model_copy(update=update)
+
+
+# -- pure helpers ----------------------------------------------------------------------------------
+
+
+def test_sparkline_scales_between_min_and_max_and_shows_gaps() -> None:
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([10, None, 30]) == "▁ █"
+    assert sparkline([0, 0, 0]) == "▁▁▁"
+    assert sparkline([5, 5]) == "▄▄"  # flat but non-zero: no invented trend
+    assert sparkline([None, None]) == "  "
+    assert sparkline([]) == ""
+
+
+def test_percentiles_interpolate_like_numpy() -> None:
+    xs = [float(v) for v in range(1, 11)]
+    assert percentile(xs, 50) == pytest.approx(5.5)
+    assert percentile(xs, 95) == pytest.approx(9.55)
+    assert percentile([42.0], 95) == 42.0
+    assert percentile([], 50) is None
+    assert percentile([3.0, 1.0, 2.0], 0) == 1.0  # order of the input does not matter
+
+
+def test_axis_ticks_are_round_and_whole_for_counts() -> None:
+    assert axis_ticks(5) == [0, 2, 4, 6]
+    assert axis_ticks(1) == [0, 1]
+    assert axis_ticks(0) == [0, 1]
+    assert axis_ticks(0.48, integer=False) == pytest.approx([0, 0.2, 0.4, 0.6])
+    assert axis_ticks(930)[-1] >= 930 and len(axis_ticks(930)) <= 6
+    assert axis_ticks(2700, integer=False, seconds=True) == [0, 900, 1800, 2700]  # 15-minute steps, not 1000 s
+    assert axis_ticks(14, integer=False, seconds=True) == [0, 5, 10, 15]
+
+
+def test_night_flattens_counts_durations_and_llm_usage() -> None:
+    n = night_of(make_run(0, merges=3, added=4, lags=[60, 120, 600]))
+    assert (n.patterns_added, n.evidence_bumps, n.merges, n.absorbed, n.retired, n.pruned) == (4, 3, 3, 9, 4, 1)
+    assert n.status == "ok" and n.llm_calls == 10 and n.tokens == 2400 and n.cost_usd == 0.0
+    assert n.step("reflect") is not None and n.step("reflect").duration_s == 3.0  # type: ignore[union-attr]
+    assert n.lag_p50_s == 120 and n.lag_p95_s == pytest.approx(552)
+    unknown = night_of(make_run(1, cost=None))
+    assert unknown.cost_usd is None  # one unknown step cost: the night's cost is unknown, not a partial sum
+    broken = night_of(make_run(2, failed="reflect"))
+    assert broken.status == "failed" and broken.merges == 0 and broken.step("decay").status == "skipped"  # type: ignore[union-attr]
+
+
+# -- verdict rules -----------------------------------------------------------------------------------
+
+
+def test_store_growth_linear_in_patterns_is_ok_and_growth_with_messages_is_bad() -> None:
+    # Two weeks, 100 messages a day; decay keeps the live store flat-ish while patterns grow.
+    healthy = [make_run(d, total=100 * (d + 1), live=120 + d, patterns=10 + d) for d in range(15)]
+    s = store_growth_signal(nights_of(healthy))
+    assert s.verdict == "ok", s.reason
+    assert "live episodes" in s.reason and "messages +1400" in s.reason
+
+    hoarding = [make_run(d, total=100 * (d + 1), live=100 * (d + 1), patterns=10) for d in range(15)]
+    s = store_growth_signal(nights_of(hoarding))
+    assert s.verdict == "bad" and "grows with messages" in s.reason
+
+    week = [make_run(d, total=100 * (d + 1), live=100 * (d + 1)) for d in range(5)]
+    assert store_growth_signal(nights_of(week)).verdict == "watch"
+    short = [make_run(d, total=100 * (d + 1), live=100 * (d + 1)) for d in range(2)]
+    assert store_growth_signal(nights_of(short)).verdict == "unknown"  # still inside the decay grace
+    exploding = [make_run(d, total=10 * 2**d, live=10 * 2**d) for d in range(6)]
+    s = store_growth_signal(nights_of(exploding))
+    assert s.verdict == "bad" and "accelerating" in s.reason
+    assert store_growth_signal(nights_of(healthy[:1])).verdict == "unknown"
+
+
+def test_merges_trending_down_is_ok_and_rising_is_not() -> None:
+    assert merges_signal(nights_of([make_run(d, merges=m) for d, m in enumerate([9, 7, 4, 2, 1])])).verdict == "ok"
+    assert merges_signal(nights_of([make_run(d) for d in range(4)])).reason.startswith("0 merges in 4")
+    rising = merges_signal(nights_of([make_run(d, merges=m) for d, m in enumerate([1, 1, 2, 6, 9, 12])]))
+    assert rising.verdict == "bad" and "write-discipline" in rising.reason
+    assert merges_signal(nights_of([make_run(d, merges=m) for d, m in enumerate([1, 1, 2, 2])])).verdict == "watch"
+    assert merges_signal(nights_of([make_run(0), make_run(1)])).verdict == "unknown"
+    # A night whose reflect failed found no merges; it must not count as a "0" in the trend.
+    with_failure = [make_run(0, merges=5), make_run(1, merges=4), make_run(2, failed="reflect")]
+    assert merges_signal(nights_of(with_failure)).verdict == "unknown"
+
+
+def test_memory_index_size_signal() -> None:
+    assert memory_index_signal(None).verdict == "unknown"
+    assert memory_index_signal([48, 49, 50, 50]).verdict == "ok"
+    assert memory_index_signal([40, 50]).verdict == "watch"
+    assert memory_index_signal([50, 20]).verdict == "bad"
+    assert memory_index_signal([12, 0]).verdict == "bad"
+    over = memory_index_signal([50, 51])
+    assert over.verdict == "bad" and "cap of 50" in over.reason
+
+
+def test_pinned_facts_intact_or_unpinned_are_ok_anything_else_is_bad() -> None:
+    assert pinned_facts_signal([]).verdict == "ok"
+    unpinned = fact("Sara is our on-call lead.", status=PatternStatus.RETIRED, archived_reason="unpinned")
+    ok = pinned_facts_signal([fact(), unpinned])
+    assert ok.verdict == "ok" and "all 2" in ok.reason
+    for touched, why in [
+        (fact(confidence=0.9), "confidence 0.90"),
+        (fact(status=PatternStatus.SUPERSEDED, superseded_by="pat_x"), "status superseded"),
+        (fact(status=PatternStatus.RETIRED, archived_reason="decayed"), "status retired"),
+        (fact().model_copy(update={"statement": "Martin Vos left the team."}), "statement rewritten"),
+    ]:
+        s = pinned_facts_signal([fact("Another fact."), touched])
+        assert s.verdict == "bad" and why in s.reason and s.reason.startswith("1 of 2 touched")
+
+
+def test_failed_steps_signal() -> None:
+    assert failed_steps_signal([]).verdict == "unknown"
+    clean = failed_steps_signal(nights_of([make_run(d) for d in range(3)]))
+    assert clean.verdict == "ok" and clean.reason == "0 failed of 12 steps in 3 runs"
+    last = failed_steps_signal(nights_of([make_run(0), make_run(1, failed="distill")]))
+    assert last.verdict == "bad" and "distill failed: StoreError: connection reset" in last.reason
+    recovered = failed_steps_signal(nights_of([make_run(0, failed="decay"), make_run(1)]))
+    assert recovered.verdict == "watch" and recovered.reason == "1 failed step(s) earlier (decay), since recovered"
+    running = make_run(2).model_copy(update={"finished_at": None})
+    running.steps[3].status = "running"
+    s = failed_steps_signal(nights_of([make_run(1), running]))
+    assert s.verdict == "watch" and "has not finished" in s.reason
+
+
+def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
+    from taskzilla_sleep.errors import UsageError
+
+    with pytest.raises(UsageError, match="at least 1"):
+        report_command(EmptyLedger(), 0, False, tmp_path / "r.html")
+    with pytest.raises(UsageError, match="time zone"):
+        report_command(EmptyLedger(), 5, False, tmp_path / "r.html", tz="Mars/Olympus")
+
+
+def test_open_contradictions_must_not_pile_up() -> None:
+    as_of = T0 + timedelta(days=5)
+    assert contradictions_signal([], 0, None, as_of).verdict == "ok"
+    steady = nights_of([make_run(d, open_c=2) for d in range(5)])
+    assert contradictions_signal(steady, 2, as_of - timedelta(days=2), as_of).verdict == "ok"
+    old = contradictions_signal(steady, 2, as_of - timedelta(days=9), as_of)
+    assert old.verdict == "watch" and "over a week" in old.reason
+    piling = nights_of([make_run(d, open_c=d) for d in range(5)])
+    s = contradictions_signal(piling, 5, None, as_of)
+    assert s.verdict == "bad" and "piling up" in s.reason
+    growing = nights_of([make_run(0, open_c=1), make_run(1, open_c=0), make_run(2, open_c=2)])
+    assert contradictions_signal(growing, 2, None, as_of).verdict == "watch"
+    assert contradictions_signal(steady, 12, None, as_of).verdict == "bad"
+
+
+# -- views ------------------------------------------------------------------------------------------
+
+
+class EmptyLedger:
+    def runs(self, n: int) -> list[Run]:
+        return []
+
+    def teams(self) -> list[str]:
+        return []
+
+    def patterns(self, team: str) -> list[Pattern]:
+        return []
+
+    def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
+        return []
+
+
+def sample_report(tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | None = None) -> Report:
+    """A report over ``runs`` through the real builder, with a graph stand-in that holds only them."""
+    from taskzilla_sleep.report import build_report
+
+    class Ledger:
+        def runs(self, n: int) -> list[Run]:
+            return sorted(runs, key=lambda r: r.started_at, reverse=True)[:n]
+
+        def teams(self) -> list[str]:
+            return ["platform"]
+
+        def patterns(self, team: str) -> list[Pattern]:
+            return [fact()]
+
+        def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
+            return []
+
+    return build_report(Ledger(), 30, index, tz="Europe/Amsterdam", now=T0 + timedelta(days=30))
+
+
+def busy_fortnight() -> list[Run]:
+    return [
+        make_run(
+            d,
+            merges=max(0, 6 - d),
+            added=3 + d % 3,
+            total=400 + 120 * d,
+            live=300 + 8 * d,
+            live_before=300 + 8 * d + 30,
+            total_before=400 + 120 * d - 120,
+            patterns=12 + 2 * d,
+            open_c=1 if d > 6 else 0,
+            lags=[900 + 60 * d, 1800, 2400 + 30 * d],
+            failed="reflect" if d == 9 else None,
+        )
+        for d in range(14)
+    ]
+
+
+def test_text_view_has_verdicts_sparklines_and_the_per_night_table(tmp_path: Path) -> None:
+    report = sample_report(tmp_path, busy_fortnight(), index=[44, 46, 47, 47, 48, 50])
+    text = report.render_text()
+    assert text.startswith("taskzilla-sleep report: 14 runs (2026-11-28 … 2026-12-11), times in Europe/Amsterdam")
+    for title in ("store growth", "merges per run", "memory index size", "pinned facts", "failed steps"):
+        assert re.search(rf"\[(ok|watch|bad|unknown) *\] {title}", text), title
+    assert re.search(r"live patterns +[▁▂▃▄▅▆▇█]{14}  12 → 38", text)
+    assert re.search(r"memory index entries +[ ▁▂▃▄▅▆▇█]{14}  44 → 50", text)  # 6 sizes, padded to 14 nights
+    assert "night             trigger   status  +pat  bumps  merges" in text
+    assert "2026-12-07 03:05  schedule  failed" in text  # Amsterdam time, not UTC
+    assert "FAIL 3.00" in text and "errors" in text and "reflect: StoreError: connection reset" in text
+    assert report.worst == "watch" and report.exit_code == 0  # the failure was followed by clean nights
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    report = sample_report(tmp_path, busy_fortnight())
+    data = json.loads(json.dumps(report.model_dump(mode="json")))
+    assert data["nights"][0]["now"].startswith("2026-11-28T02:05:00")  # oldest first
+    assert {s["name"] for s in data["signals"]} >= {"store_growth", "merges", "pinned_facts", "contradictions"}
+    assert Report.model_validate(data) == report
+
+
+def well_formed(page: str) -> ET.Element:
+    """The page is XHTML-clean: parse it as XML (after the HTML5 doctype) to prove every tag is closed."""
+    assert page.startswith("<!DOCTYPE html>")
+    return ET.fromstring(page.removeprefix("<!DOCTYPE html>"))
+
+
+def test_html_is_one_self_contained_page_with_an_svg_per_chart(tmp_path: Path) -> None:
+    report = sample_report(tmp_path, busy_fortnight(), index=[44, 46, 47])
+    path = write_html(report, tmp_path / "out" / "report.html")
+    page = path.read_text(encoding="utf-8")
+    root = well_formed(page)
+    svg = "{http://www.w3.org/2000/svg}svg"
+    charts = root.findall(".//*[@class='chart']")
+    assert len(charts) == 8  # 7 series charts + the memory index, which was given
+    assert all(len(c.findall(f".//{svg}")) == 1 for c in charts)
+    assert len(root.findall(f".//{svg}//{{http://www.w3.org/2000/svg}}polyline")) >= 4
+    # No script, no stylesheet or image to fetch: it opens from disk with no server and no network.
+    assert "<script" not in page and " src=" not in page and "<link" not in page and "@import" not in page
+    assert "url(" not in page
+    cards = root.findall(".//*[@class='cards']/div")
+    assert len(cards) == 6 and "v-watch" in (cards[4].get("class") or "")  # failed steps: recovered
+    assert not (tmp_path / "out" / "report.html.tmp").exists()
+
+
+def test_html_for_an_empty_ledger_still_renders(tmp_path: Path) -> None:
+    report = sample_report(tmp_path, [])
+    root = well_formed(write_html(report, tmp_path / "r.html").read_text(encoding="utf-8"))
+    assert root.findall(".//*[@class='chart']") == []
+    assert "no runs in the ledger" in report.render_text()
+    assert report.exit_code == 0 and {s.name for s in report.signals if s.verdict == "unknown"} >= {
+        "store_growth",
+        "merges",
+        "failed_steps",
+    }
+
+
+# -- a real embedded ledger ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def falkor(tmp_path: Path) -> Iterator[object]:
+    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+
+    try:
+        g = FalkorDBGraphStore.start(tmp_path / "f")
+    except Exception as exc:  # the embedded server ships in a wheel; if it cannot start, say why
+        pytest.skip(f"embedded FalkorDB could not start: {exc}")
+    try:
+        g.ensure_schema()
+        yield g
+    finally:
+        g.close()
+
+
+def test_report_over_a_real_ledger_skips_dry_runs_and_exits_1_on_bad(falkor: object, tmp_path: Path) -> None:
+    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+
+    assert isinstance(falkor, FalkorDBGraphStore)
+    g = falkor
+    for r in [make_run(d, merges=3 - d, total=100 + 10 * d, lags=[30.0 * (d + 1)]) for d in range(4)]:
+        g.save_run(r)
+    g.save_run(make_run(5, dry_run=True))  # the pipeline never saves these; the report must ignore them anyway
+    g.write_pattern(fact(), [], [])
+
+    text, code = report_command(g, 10, False, tmp_path / "report.html")
+    assert code == 0, text
+    assert "taskzilla-sleep report: 4 runs (2026-11-28 … 2026-12-01), times in UTC" in text
+    assert "pinned facts touched = 0" in text and "all 1 pinned facts intact" in text
+    assert f"charts: {tmp_path / 'report.html'}" in text
+    well_formed((tmp_path / "report.html").read_text(encoding="utf-8"))
+
+    data_text, code = report_command(g, 2, True, tmp_path / "r2.html")
+    data = json.loads(data_text)
+    assert code == 0 and [n["run_id"] for n in data["nights"]] == ["run_02_schedule", "run_03_schedule"]
+    assert data["nights"][1]["lags_s"] == [120.0] and data["lag_p50_s"] == 105.0
+
+    # A pinned fact whose confidence moved is "bad": the report says so and exits 1.
+    g.set_patterns([{"id": fact().id, "set": {"confidence": 0.8}}])
+    text, code = report_command(g, 10, False, tmp_path / "report.html")
+    assert code == 1 and re.search(
+        r"\[bad +\] pinned facts touched = 0 +1 of 1 touched: fact_\w+: confidence 0.80", text
+    )
+
+
+# -- metrics -------------------------------------------------------------------------------------------
+
+
+def scrape(registry: object) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    from prometheus_client import CollectorRegistry
+
+    assert isinstance(registry, CollectorRegistry)
+    body, content_type = render(registry)
+    assert content_type.startswith("text/plain")
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for fam in text_string_to_metric_families(body.decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def collector_registry(runs: list[Run], **kw: object) -> object:
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    counts = GraphCounts(episodes={"raw": 40, "absorbed": 10, "retired": 50}, contradictions={"open": 2})
+    reg.register(
+        SleepCollector(
+            lambda n: sorted(runs, key=lambda r: r.started_at, reverse=True)[:n],
+            lambda: sizes_from_counts(counts),
+            **kw,  # type: ignore[arg-type]
+        )
+    )
+    return reg
+
+
+def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
+    runs = [make_run(d, merges=4 - d, lags=[100.0, 300.0]) for d in range(4)]
+    runs.append(make_run(4, failed="decay", lags=[500.0]))
+    m = scrape(collector_registry(runs, outbox_pending=lambda: 3, memory_index_size=lambda: 47))
+    p = "taskzilla_sleep_"
+    assert m[p + "last_night_step_duration_seconds"][(("step", "reflect"),)] == 3.0
+    assert m[p + "last_night_step_failed"][(("step", "decay"),)] == 1.0
+    assert m[p + "last_night_ok"][()] == 0.0
+    assert m[p + "last_night_step_count"][(("kind", "patterns_added"), ("step", "distill"))] == 2.0
+    assert m[p + "last_night_llm_tokens"][(("step", "distill"), ("type", "prompt"))] == 1000.0
+    assert m[p + "last_night_timestamp_seconds"][()] == (T0 + timedelta(days=4)).timestamp()
+    assert m[p + "last_success_timestamp_seconds"][()] == runs[3].finished_at.timestamp()  # type: ignore[union-attr]
+    assert m[p + "store_size"][(("kind", "episodes_live"),)] == 50.0
+    assert m[p + "store_size"][(("kind", "episodes_total"),)] == 100.0
+    assert m[p + "open_contradictions"][()] == 2.0
+    assert m[p + "outbox_pending"][()] == 3.0
+    assert m[p + "memory_index_entries"][()] == 47.0
+    assert m[p + "pattern_lag_seconds"][(("quantile", "0.5"),)] == 300.0
+    assert m[p + "pattern_lag_seconds"][(("quantile", "0.95"),)] == pytest.approx(420.0)
+    health = {dict(k)["signal"]: v for k, v in m[p + "health"].items()}
+    assert health["failed_steps"] == 2.0 and health["merges"] == 0.0 and health["memory_index"] == 0.0
+    assert set(m[p + "source_up"].values()) == {1.0}
+    # A night in progress neither replaces the last finished night nor counts as a failure.
+    running = make_run(5).model_copy(update={"finished_at": None, "id": "running"})
+    running.steps[3].status = "running"
+    later = scrape(collector_registry([*runs[1:], running]))
+    assert later[p + "last_night_timestamp_seconds"][()] == (T0 + timedelta(days=4)).timestamp()
+    assert {dict(k)["signal"]: v for k, v in later[p + "health"].items()}["failed_steps"] == 2.0
+    declared = {f"{p}{name}" for name in FAMILIES}
+    assert set(m) <= declared and len(m) >= len(declared) - 1  # only cost is absent (it is 0.0 here, so present)
+
+
+def test_a_failing_source_is_reported_not_raised_and_last_night_sticks() -> None:
+    runs = [make_run(0), *[make_run(1, trigger="watchdog").model_copy(update={"id": f"w{i}"}) for i in range(5)]]
+    calls: list[int] = []
+
+    def ledger(n: int) -> list[Run]:
+        calls.append(n)
+        if len(calls) == 1:
+            return [runs[0]]  # first scrape: the night is still in the window
+        return runs[1:][:n]  # later: a busy day of watchdog distills pushed it out
+
+    def broken_outbox() -> int | None:
+        raise ConnectionError("outbox store down")
+
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SleepCollector(ledger, lambda: {"episodes_total": 5}, outbox_pending=broken_outbox))
+    assert calls == []  # registering reads nothing
+    with structlog.testing.capture_logs() as logs:  # captured, not printed: and it must say which source failed
+        first, second = scrape(reg), scrape(reg)
+    assert [(e["event"], e["source"]) for e in logs] == [("metrics_source_failed", "outbox")] * 2
+    assert calls == [5, 5]  # one runs(5) per scrape
+    for m in (first, second):
+        assert m["taskzilla_sleep_source_up"][(("source", "outbox"),)] == 0.0
+        assert "taskzilla_sleep_outbox_pending" not in m
+        assert m["taskzilla_sleep_last_night_timestamp_seconds"][()] == T0.timestamp()
+    assert "taskzilla_sleep_open_contradictions" not in second  # the size callable did not give it
+
+
+def test_build_registry_over_a_real_ledger(falkor: object) -> None:
+    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+
+    assert isinstance(falkor, FalkorDBGraphStore)
+    falkor.save_run(make_run(0, merges=2))
+    m = scrape(build_registry(falkor, outbox_pending=lambda: None))
+    assert m["taskzilla_sleep_last_night_step_count"][(("kind", "merges"), ("step", "reflect"))] == 2.0
+    assert m["taskzilla_sleep_store_size"][(("kind", "episodes_total"),)] == 0.0
+    assert "taskzilla_sleep_outbox_pending" not in m  # None means "not known", not 0
+    assert m["taskzilla_sleep_source_up"][(("source", "ledger"),)] == 1.0
+
+
+def test_grafana_dashboard_and_prometheus_config_match_the_metric_names() -> None:
+    import yaml
+
+    ops = Path(__file__).resolve().parents[2] / "ops"
+    dash = json.loads((ops / "grafana" / "taskzilla-sleep.json").read_text())
+    assert dash["uid"] == "taskzilla-sleep"
+    assert [v["name"] for v in dash["templating"]["list"]] == ["DS_PROMETHEUS"]
+    panels = [p for p in dash["panels"] if p["type"] != "row"]
+    assert len(panels) >= 12 and all(p["datasource"]["uid"] == "${DS_PROMETHEUS}" for p in panels)
+    used = {m for p in panels for t in p["targets"] for m in re.findall(r"taskzilla_sleep_\w+", t["expr"])}
+    assert used <= {f"taskzilla_sleep_{name}" for name in FAMILIES}, "the dashboard queries a metric nobody exports"
+    assert {"taskzilla_sleep_health", "taskzilla_sleep_last_success_timestamp_seconds"} <= used
+
+    prom = yaml.safe_load((ops / "prometheus.yml").read_text())
+    (job,) = prom["scrape_configs"]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["taskzilla:8765"]
+    provider = yaml.safe_load((ops / "grafana" / "provisioning" / "dashboards" / "taskzilla.yml").read_text())
+    assert provider["providers"][0]["type"] == "file"
+    source = yaml.safe_load((ops / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text())
+    assert source["datasources"][0]["type"] == "prometheus" and source["datasources"][0]["isDefault"] is True
