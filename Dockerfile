@@ -11,4 +11,5 @@ USER taskzilla
 ENV TASKZILLA_DATA_DIR=/data TASKZILLA_CONFIG=/app/config/taskzilla.yaml
 VOLUME ["/data"]
 ENTRYPOINT ["taskzilla-sleep"]
-CMD ["status"]
+CMD ["worker"]
+EXPOSE 8765

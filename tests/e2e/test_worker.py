@@ -231,3 +231,33 @@ def test_two_workers_against_one_neo4j_run_the_night_once(
         assert stop(a) == 0 and stop(b) == 0
     logs = a.log_path.read_text() + b.log_path.read_text()
     assert logs.count('"event": "night_finished"') == 1
+
+
+def test_alert_survives_a_down_receiver_and_a_worker_restart_exactly_once(tmp_path: Path) -> None:
+    from tests.http_receiver import receiver
+
+    data = tmp_path / "d"
+    cfg = tmp_path / "alerts.yaml"
+    cfg.write_text(
+        "alerts:\n  channels:\n    ops-hook: {kind: webhook, url_env: TEST_ALERT_WEBHOOK}\n"
+        "  backoff_base_s: 60\n  backoff_max_s: 120\n  timeout_s: 2\n"
+    )
+    assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
+    with receiver(script=[500, "close", 503]) as hook:
+        env = {"TEST_ALERT_WEBHOOK": hook.url("/hook/s3cret-path-token"), "TASKZILLA_CONFIG": str(cfg)}
+        with worker(data, "2026-11-28T03:04:40+01:00", speed=120, env=env) as w:
+            wait_for("the night", lambda: night(w, "2026-11-28"))
+            wait_for("two failed attempts", lambda: len(hook.received()) >= 2, timeout=60)
+            assert stop(w) == 0  # restart in between: the outbox is in the graph, not in memory
+        with worker(data, "2026-11-28T03:40:00+01:00", speed=120, env=env) as w2:
+            wait_for("the delivery", lambda: hook.succeeded(), timeout=90)
+            time.sleep(3)  # more polls: nothing is delivered twice
+            assert stop(w2) == 0
+        attempts = hook.received()
+        assert len(hook.succeeded()) == 1 and len(attempts) == 4
+        keys = {a.headers.get("Idempotency-Key") or a.headers.get("idempotency-key") for a in attempts}
+        assert len(keys) == 1 and None not in keys
+        body = hook.succeeded()[0].json()
+        assert body["type"] == "contradiction" and "async" in json.dumps(body).casefold()
+    logs = w.log_path.read_text() + w2.log_path.read_text()
+    assert "s3cret-path-token" not in logs
