@@ -82,16 +82,7 @@ class LedgerSource(Protocol):
 
 def sizes_from_counts(c: GraphCounts) -> dict[str, int]:
     """Store sizes from one ``counts()`` call: the graph side of ``pipeline.store_sizes`` (same keys)."""
-    return {
-        "episodes_total": sum(c.episodes.values()),
-        "episodes_live": c.episodes.get("raw", 0) + c.episodes.get("absorbed", 0),
-        "patterns_live": sum(v for k, v in c.patterns.items() if k in ("tentative", "active", "contested")),
-        "patterns_total": sum(c.patterns.values()),
-        "contradictions_open": c.contradictions.get("open", 0),
-        "entities": c.entities,
-        "tombstones": c.tombstones,
-        "relationships": c.relationships,
-    }
+    return c.sizes()
 
 
 class SleepCollector:

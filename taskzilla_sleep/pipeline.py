@@ -198,18 +198,8 @@ def run_night(
 
 def store_sizes(graph: CypherGraphStore, vectors: VectorStore) -> dict[str, int]:
     """What ops watch grow: it must be linear in patterns, not in messages."""
-    c = graph.counts()
-    live_eps = c.episodes.get("raw", 0) + c.episodes.get("absorbed", 0)
     teams = vectors.teams()
-    return {
-        "episodes_total": sum(c.episodes.values()),
-        "episodes_live": live_eps,
-        "patterns_live": sum(v for k, v in c.patterns.items() if k in ("tentative", "active", "contested")),
-        "patterns_total": sum(c.patterns.values()),
-        "contradictions_open": c.contradictions.get("open", 0),
-        "entities": c.entities,
-        "tombstones": c.tombstones,
-        "relationships": c.relationships,
+    return graph.counts().sizes() | {
         "vectors_episodes": sum(vectors.count(t, "episodes") for t in teams),
         "vectors_patterns": sum(vectors.count(t, "patterns") for t in teams),
     }

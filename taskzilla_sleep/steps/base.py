@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.models import Pattern
 from taskzilla_sleep.settings import Settings
@@ -68,6 +69,20 @@ class Plan(Protocol):
     def counts(self) -> dict[str, int]: ...
 
     def empty(self) -> bool: ...
+
+
+RETIRE_BATCH = 500
+
+
+def retire_episodes(ctx: StepContext, rows: list[dict[str, Any]], step: str) -> None:
+    """Retire or prune episodes: graph first (status, text dropped, tombstone) in atomic batches,
+    then their vectors. A crash in between leaves orphan vectors, which the next prune or reconcile drops."""
+    for i in range(0, len(rows), RETIRE_BATCH):
+        ctx.check_stop()
+        ctx.graph.retire_episodes(rows[i : i + RETIRE_BATCH])
+    crashpoint(f"{step}.after_graph")
+    if rows:
+        ctx.vectors.delete(ctx.team, "episodes", [str(r["id"]) for r in rows])
 
 
 def one_line(text: str, width: int = 90) -> str:

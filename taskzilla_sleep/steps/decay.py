@@ -13,7 +13,7 @@ from datetime import timedelta
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.models import Episode, EpisodeStatus, to_ms
 from taskzilla_sleep.policies import decay_eligible
-from taskzilla_sleep.steps.base import StepContext, one_line
+from taskzilla_sleep.steps.base import StepContext, one_line, retire_episodes
 
 
 @dataclass
@@ -55,12 +55,6 @@ def apply(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
         {"id": e.id, "status": EpisodeStatus.RETIRED.value, "at": at, "reason": "absorbed", "pattern_id": pid}
         for e, pid in plan.retire
     ]
-    # Graph first, then vectors (a crash in between leaves orphan vectors that prune/reconcile drop).
-    for i in range(0, len(rows), 500):
-        ctx.check_stop()
-        ctx.graph.retire_episodes(rows[i : i + 500])
-    crashpoint("decay.after_graph")
-    if rows:
-        ctx.vectors.delete(ctx.team, "episodes", [str(r["id"]) for r in rows])
+    retire_episodes(ctx, rows, "decay")
     crashpoint("decay.after_vectors")
     return plan.counts()

@@ -14,10 +14,9 @@ from datetime import timedelta
 
 import numpy as np
 
-from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, to_ms
 from taskzilla_sleep.policies import last_touched, prune_eligible
-from taskzilla_sleep.steps.base import StepContext, one_line
+from taskzilla_sleep.steps.base import StepContext, one_line, retire_episodes
 from taskzilla_sleep.stores.vector import VectorKind
 
 
@@ -97,14 +96,7 @@ def apply(ctx: StepContext, plan: PrunePlan) -> dict[str, int]:
         }
         for e in plan.prune
     ]
-    # Graph first (status, text dropped, tombstone), then the vectors: a crash in between leaves
-    # orphan vectors, which the next plan lists again and drops.
-    for i in range(0, len(rows), 500):
-        ctx.check_stop()
-        ctx.graph.retire_episodes(rows[i : i + 500])
-    crashpoint("prune.after_graph")
-    if rows:
-        ctx.vectors.delete(ctx.team, "episodes", [str(r["id"]) for r in rows])
+    retire_episodes(ctx, rows, "prune")
     for kind, ids in plan.orphan_vectors.items():
         if ids:
             ctx.vectors.delete(ctx.team, kind, ids)  # type: ignore[arg-type]

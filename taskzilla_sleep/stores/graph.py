@@ -28,6 +28,19 @@ class GraphCounts(BaseModel):
     tombstones: int = 0
     relationships: int = 0
 
+    def sizes(self) -> dict[str, int]:
+        """The store sizes ops watch grow (ledger, report, metrics): linear in patterns, not in messages."""
+        return {
+            "episodes_total": sum(self.episodes.values()),
+            "episodes_live": self.episodes.get("raw", 0) + self.episodes.get("absorbed", 0),
+            "patterns_live": sum(v for k, v in self.patterns.items() if k in ("tentative", "active", "contested")),
+            "patterns_total": sum(self.patterns.values()),
+            "contradictions_open": self.contradictions.get("open", 0),
+            "entities": self.entities,
+            "tombstones": self.tombstones,
+            "relationships": self.relationships,
+        }
+
 
 class GraphStore(Protocol):
     backend: GraphBackend
