@@ -45,10 +45,12 @@ MERGE (e:Episode {id: r.id})
 ON CREATE SET e += r.props
 """
 
+# ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person who has not spoken yet).
 Q_LINK_ENTITIES = """
 UNWIND $rows AS r
 MERGE (n:Entity {key: r.key})
 ON CREATE SET n.team = r.team, n.kind = r.kind, n.name = r.name
+ON MATCH SET n.team = coalesce(n.team, r.team), n.kind = coalesce(n.kind, r.kind), n.name = coalesce(n.name, r.name)
 WITH n, r
 MATCH (e:Episode {id: r.episode_id})
 MERGE (e)-[m:MENTIONS {role: r.role}]->(n)

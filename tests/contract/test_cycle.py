@@ -262,3 +262,15 @@ def test_memory_index_and_topic_files(stack: Stack, tmp_path: Path) -> None:
     assert index[0].startswith("fact: Martin Vos")
     topics = {p.stem for p in (tmp_path / "mem" / TEAM / "topics").glob("*.md")}
     assert all(line.rsplit("[-> ", 1)[1].rstrip("]") in topics for line in index)
+
+
+def test_a_fact_pinned_before_its_person_ever_spoke(stack: Stack) -> None:
+    # Pinning with --entity creates the person's entity node before ingestion links anyone to it:
+    # ingestion must still give it its name and kind, or every group with that person breaks.
+    facts.pin(stack.graph, stack.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin")
+    stack.ingest_sample()
+    result = stack.night(NIGHT)
+    assert result.ok, [s.error for s in result.run.steps]
+    mine = [e.id for e in stack.graph.episodes_by_status(TEAM, ["raw", "absorbed"]) if e.author == "martin"]
+    rows = [r for rs in stack.graph.episode_entities(mine).values() for r in rs if r["role"] == "author"]
+    assert rows and all(r["name"] == "martin" and r["kind"] == "person" for r in rows)
