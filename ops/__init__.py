@@ -1,0 +1,1 @@
+"""Operator tooling: benchmarks, sample generators, the local Neo4j launcher."""
