@@ -64,6 +64,7 @@ class Worker:
         self._env = dict(os.environ if env is None else env)
         self.ingestor = services.ingestor(clock=self.clock.now)
         self.port: int | None = None
+        self._started_at = clock.now()  # a night whose slot passed before this is a catch-up
         self._metrics_registry: Any = None
         self._outbox: Any = None
         self._senders: dict[str, Any] = {}
@@ -133,7 +134,7 @@ class Worker:
             late = now - night
             catch_up = first and self.settings.worker.catch_up
             if catch_up or late <= self.schedule.misfire_grace:
-                trigger = "catch-up" if late > timedelta(minutes=1) else "schedule"
+                trigger = "catch-up" if night < self._started_at else "schedule"
                 self._night(night, key, trigger)
             elif key not in self._missed_logged:
                 self._missed_logged.add(key)

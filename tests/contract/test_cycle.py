@@ -264,6 +264,31 @@ def test_memory_index_and_topic_files(stack: Stack, tmp_path: Path) -> None:
     assert all(line.rsplit("[-> ", 1)[1].rstrip("]") in topics for line in index)
 
 
+def test_a_pattern_falling_below_the_floor_gives_its_episodes_back(stack: Stack) -> None:
+    stack.ingest_sample()
+    stack.night(NIGHT)
+    active = [p for p in stack.graph.patterns(TEAM) if p.status is PatternStatus.ACTIVE and not p.pinned]
+    assert active
+    absorbed = {
+        e.id
+        for e in stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])
+        if e.absorbed_by in {p.id for p in active}
+    }
+    assert absorbed
+    # Tomorrow ops raise the floor above every ledger: the beliefs become tentative again.
+    stack.settings = stack.settings.model_copy(
+        update={"distill": stack.settings.distill.model_copy(update={"confidence_floor": 0.99})}
+    )
+    result = stack.night(NIGHT + timedelta(days=1))
+    assert result.run.steps[1].counts["unabsorbed"] == len(absorbed)
+    back = stack.graph.get_episodes(sorted(absorbed))
+    assert all(e.status is EpisodeStatus.RAW and e.schema_absorbed == 0 and e.absorbed_at is None for e in back)
+    assert all(p.status is PatternStatus.TENTATIVE for p in stack.graph.patterns_by_id([p.id for p in active]))
+    # ... and nothing of theirs decays, however long the grace has passed.
+    later = stack.night(NIGHT + timedelta(days=5))
+    assert later.run.steps[-1].counts.get("retired", 0) == 0
+
+
 def test_a_fact_pinned_before_its_person_ever_spoke(stack: Stack) -> None:
     # Pinning with --entity creates the person's entity node before ingestion links anyone to it:
     # ingestion must still give it its name and kind, or every group with that person breaks.
