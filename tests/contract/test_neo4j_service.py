@@ -6,18 +6,12 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 from neo4j import GraphDatabase
 
+from tests.conftest import service_unavailable
 from tests.neo4j_service import LAUNCHER_MAIN, neo4j_auth, neo4j_server
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("TASKZILLA_REQUIRE_SERVICES") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 def _launcher_pids(work_dir: Path) -> list[int]:
@@ -45,7 +39,7 @@ def test_neo4j_server_answers_bolt_and_its_process_is_gone_afterwards(tmp_path: 
         try:
             uri = stack.enter_context(neo4j_server(tmp_path))
         except Exception as exc:  # any reason the service cannot start: skip (or fail if required)
-            _unavailable(f"no Neo4j server could be started: {exc}")
+            service_unavailable(f"no Neo4j server could be started: {exc}")
         ready_s = time.monotonic() - began
         print(f"neo4j ready in {ready_s:.1f} s at {uri}")
         if not os.environ.get("NEO4J_URI") and neo4j_auth() is None:

@@ -3,7 +3,6 @@ real Chroma server (``chroma run``), both with the real offline MiniLM embedder.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Iterator, Sequence
@@ -17,18 +16,11 @@ from taskzilla_sleep.errors import InputError, StoreError
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from taskzilla_sleep.stores.vector import Embedder, MetaValue, VectorStore
 from tests import chroma_service
+from tests.conftest import service_unavailable
 
 
 class StoreFactory(Protocol):
     def __call__(self, using: Embedder | None = None) -> ChromaVectorStore: ...
-
-
-def _unavailable(reason: str) -> None:
-    # Locally a missing service is a skip; CI sets TASKZILLA_REQUIRE_SERVICES=1 so it can't
-    # pass on skipped backends.
-    if os.environ.get("TASKZILLA_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{reason} (TASKZILLA_REQUIRE_SERVICES=1)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +34,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         server = chroma_service.chroma_server(tmp_path_factory.mktemp("chroma-server"))
         address = server.__enter__()
     except Exception as exc:  # whatever stops it from starting is the skip reason
-        _unavailable(f"Chroma server could not start: {exc}")
+        service_unavailable(f"Chroma server could not start: {exc}")
     try:
         yield address
     finally:

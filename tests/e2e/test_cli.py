@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
+from tests.conftest import service_unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,7 +144,7 @@ def test_reconcile_finds_and_repairs_a_vector_deleted_behind_our_back(tmp_path: 
 
 def test_demo_runs_with_networking_unavailable(tmp_path: Path) -> None:
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-rn", "true"]).returncode != 0:
-        pytest.skip("unshare -rn is not available to cut the network")
+        service_unavailable("unshare -rn is not available to cut the network")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")}
     env.update(HF_HUB_OFFLINE="0", TASKZILLA_DATA_DIR=str(tmp_path / "demo"))  # offline must not depend on it
     res = subprocess.run(

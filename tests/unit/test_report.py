@@ -42,6 +42,7 @@ from taskzilla_sleep.report import (
     write_html,
 )
 from taskzilla_sleep.stores.graph import GraphCounts
+from tests.conftest import service_unavailable
 
 T0 = datetime(2026, 11, 28, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam
 STEPS: tuple[StepName, ...] = ("prune", "distill", "reflect", "decay")
@@ -408,7 +409,7 @@ def falkor(tmp_path: Path) -> Iterator[object]:
     try:
         g = FalkorDBGraphStore.start(tmp_path / "f")
     except Exception as exc:  # the embedded server ships in a wheel; if it cannot start, say why
-        pytest.skip(f"embedded FalkorDB could not start: {exc}")
+        service_unavailable(f"embedded FalkorDB could not start: {exc}")
     try:
         g.ensure_schema()
         yield g
