@@ -290,7 +290,6 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
                 now=now,
                 trigger="demo",
             )
-            _write_memory(s)
             night = render_night(result, s.graph)
         status = collect_status(embedded, secrets)
         where = "a temporary folder (removed on exit)" if tmp else str(data_dir)
@@ -343,8 +342,6 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
             dry_run=args.dry_run,
             teams=args.team,
         )
-        if not args.dry_run and result.ok:
-            _write_memory(s)
         text = render_plan(result) if args.dry_run else render_night(result, s.graph)
         data = result.run.model_dump(mode="json") | {
             "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},
@@ -352,13 +349,6 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
         }
     _emit(args, data, text)
     return 0 if result.ok else 1
-
-
-def _write_memory(s: Any) -> None:
-    from taskzilla_sleep.memory_index import write_memory
-
-    for team in s.graph.teams():
-        write_memory(s.settings.memory_dir, team, s.graph.patterns(team), s.settings.memory_index)
 
 
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:

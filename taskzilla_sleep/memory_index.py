@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from taskzilla_sleep.models import Pattern, PatternStatus
-from taskzilla_sleep.settings import MemoryIndexSettings
+from taskzilla_sleep.settings import MemoryIndexSettings, Settings
+from taskzilla_sleep.stores.cypher import CypherGraphStore
 
 
 def value_of(p: Pattern) -> float:
@@ -96,3 +97,13 @@ def _atomic_write(path: Path, text: str) -> Path:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def rebuild_memory(graph: CypherGraphStore, settings: Settings) -> int:
+    """Rewrite every team's index and topic files; returns how many index entries there are in all."""
+    total = 0
+    for team in graph.teams():
+        patterns = graph.patterns(team)
+        write_memory(settings.memory_dir, team, patterns, settings.memory_index)
+        total += len(build_index(patterns, settings.memory_index))
+    return total

@@ -282,11 +282,13 @@ class Run(BaseModel):
     dry_run: bool = False
     steps: list[StepResult] = Field(default_factory=list)
     slot: str | None = None  # the scheduled night this run is (e.g. "2026-11-28"), for exactly-once
-    sizes_before: dict[str, int] = Field(
-        default_factory=dict
-    )  # store sizes (episodes, patterns, vectors, nodes, edges)
+    # Store sizes (episodes, patterns, vectors, nodes, edges) around the run.
+    sizes_before: dict[str, int] = Field(default_factory=dict)
     sizes_after: dict[str, int] = Field(default_factory=dict)
-    pattern_lags_s: list[float] = Field(default_factory=list)  # availability lag of the patterns this run created
+    # Availability lag of the patterns this run created (third supporting episode -> recallable).
+    pattern_lags_s: list[float] = Field(default_factory=list)
+    # Entries of the memory index rebuilt after the run (Kent: stable, near the cap).
+    memory_index_entries: int | None = None
 
 
 _WS = re.compile(r"\s+")

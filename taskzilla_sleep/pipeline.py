@@ -18,6 +18,7 @@ import structlog
 
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
+from taskzilla_sleep.memory_index import rebuild_memory
 from taskzilla_sleep.models import Pattern, Run, RunTrigger, StepName, StepResult
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
@@ -182,6 +183,9 @@ def run_night(
             if c.action == "add" and c.pattern.availability_lag_s is not None
         ]
         if not dry_run:
+            if result.ok:
+                # What the bot loads into its prompts: rebuilt after every successful run.
+                run.memory_index_entries = rebuild_memory(graph, settings)
             run.sizes_after = store_sizes(graph, vectors)
             graph.save_run(run)
         log.info(

@@ -207,7 +207,13 @@ def build_report(
     pinned = [p for p in patterns if p.pinned]
     open_cons = graph.contradictions(status="open")
     as_of = nights[-1].now if nights else (now or datetime.now(UTC))
-    sizes = list(memory_index_sizes) if memory_index_sizes is not None else None
+    recorded = [r.memory_index_entries for r in runs]
+    if memory_index_sizes is not None:
+        sizes: list[int] | None = list(memory_index_sizes)
+    elif recorded and all(x is not None for x in recorded):
+        sizes = [int(x) for x in recorded if x is not None]  # the ledger records it per night
+    else:
+        sizes = None
     lags = [lag for x in nights for lag in x.lags_s]
     return Report(
         generated_at=now or datetime.now(UTC),

@@ -199,10 +199,6 @@ class Worker:
     def _after_night(self, result: NightResult) -> None:
         if not result.ok:
             return
-        from taskzilla_sleep.memory_index import write_memory
-
-        for team in self.s.graph.teams():
-            write_memory(self.settings.memory_dir, team, self.s.graph.patterns(team), self.settings.memory_index)
         if self._outbox is not None and self.settings.alerts.nightly_summary and result.run.slot:
             from taskzilla_sleep.night_report import render_night
 

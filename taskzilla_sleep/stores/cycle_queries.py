@@ -360,6 +360,7 @@ class CycleQueries:
                     "sizes_before": run.sizes_before,
                     "sizes_after": run.sizes_after,
                     "pattern_lags_s": run.pattern_lags_s,
+                    "memory_index_entries": run.memory_index_entries,
                 }
             ),
         }

@@ -83,14 +83,16 @@ def test_report_after_five_nights(replayed: Path, tmp_path: Path) -> None:
     assert_trend_view(res.stdout)
     assert "times in Europe/Amsterdam" in res.stdout and "2026-12-02 03:05  manual" in res.stdout
     assert res.stdout.rstrip().endswith(f"charts: {html}")
-    assert html.read_text(encoding="utf-8").count("<svg") == 7
+    assert html.read_text(encoding="utf-8").count("<svg") == 8  # incl. the memory index size chart
 
     res = report(replayed, True, tmp_path / "again.html")
     assert res.returncode == 0, res.stderr[-3000:]
     data = json.loads(res.stdout)
     assert [n["trigger"] for n in data["nights"]] == ["demo", "manual", "manual", "manual", "manual"]
     assert data["nights"][0]["patterns_added"] >= 3 and data["nights"][3]["retired"] >= 9
-    assert {s["name"]: s["verdict"] for s in data["signals"]}["memory_index"] == "unknown"
+    signals = {s["name"]: s for s in data["signals"]}
+    assert signals["memory_index"]["verdict"] == "ok"  # the ledger records the index size every night
+    assert data["memory_index_sizes"] and all(1 <= n <= 50 for n in data["memory_index_sizes"])
 
 
 def test_report_command_line(replayed: Path) -> None:
@@ -98,7 +100,7 @@ def test_report_command_line(replayed: Path) -> None:
     assert res.returncode == 0, res.stderr[-3000:]
     assert_trend_view(res.stdout)
     charts = Path(res.stdout.rstrip().rsplit("charts: ", 1)[1])
-    assert charts.read_text(encoding="utf-8").count("<svg") == 7
+    assert charts.read_text(encoding="utf-8").count("<svg") == 8  # incl. the memory index size chart
     res = cli("report", "--runs", "2", "--json", data_dir=replayed)
     assert res.returncode == 0 and len(json.loads(res.stdout)["nights"]) == 2
 
