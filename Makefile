@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,8 @@ demo: $(STAMP)
 	$(BIN)/taskzilla-sleep demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check taskzilla_sleep tests
-	$(BIN)/ruff format --check taskzilla_sleep tests
+	$(BIN)/ruff check taskzilla_sleep tests ops/bench
+	$(BIN)/ruff format --check taskzilla_sleep tests ops/bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict taskzilla_sleep
@@ -55,6 +55,16 @@ browser:
 
 test: $(STAMP) $(NEO4J_CP) browser lint typecheck
 	$(BIN)/pytest -rs tests
+
+# The numbers of SPEC §7 against real backends (BENCHMARKS.md): FalkorDB + Chroma embedded and
+# Neo4j + Chroma server on a synthetic busy team (30 days + the measured night + a watchdog day),
+# and the Ubuntu IRC stream; the LLM is the OpenAI-compatible stub over HTTP. Results in
+# .tmp/bench/ (bench.json, bench.md). BENCH_ARGS=--quick for a smoke run of a few minutes;
+# BENCH_ARGS=--profile adds pyinstrument profiles of the measured day's ingestion and night.
+BENCH_ARGS ?=
+bench: $(STAMP) $(NEO4J_CP)
+	@$(BIN)/python -c 'import pyinstrument' 2>/dev/null || $(BIN)/pip install -q 'pyinstrument>=5,<6'
+	$(BIN)/python -m ops.bench.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(NEO4J_LOCAL)/target .mypy_cache .ruff_cache .pytest_cache

@@ -54,6 +54,7 @@ class HabitSpec:
     templates: tuple[str, ...]
     statements: int = 8  # how many times it is stated over the period (at least 3)
     burst: bool = False  # first taught in a burst of three within ~70 minutes
+    echoes: tuple[str, ...] = ()  # how the others in a burst confirm it, in their own words
 
 
 HABITS: tuple[HabitSpec, ...] = (
@@ -122,6 +123,10 @@ HABITS: tuple[HabitSpec, ...] = (
             "{o}staging before prod, every single time, no exceptions{c}",
         ),
         burst=True,
+        echoes=(
+            "{o}agreed, every change goes to staging first, then production{c}",
+            "{o}+1, always staging before production, never straight to prod{c}",
+        ),
     ),
     HabitSpec(
         "postmortem",
@@ -161,6 +166,10 @@ HABITS: tuple[HabitSpec, ...] = (
             "{o}new risky code paths must be guarded by a feature flag{c}",
         ),
         burst=True,
+        echoes=(
+            "{o}agreed, risky changes go behind a feature flag first{c}",
+            "{o}+1, always put risky changes behind a feature flag{c}",
+        ),
     ),
     HabitSpec(
         "release_notes",
@@ -227,6 +236,10 @@ HABITS: tuple[HabitSpec, ...] = (
         ),
         statements=6,
         burst=True,
+        echoes=(
+            "{o}yes, always take a database backup before any migration{c}",
+            "{o}+1, backup first, then run the database migration{c}",
+        ),
     ),
     HabitSpec(
         "infra_terraform",
@@ -367,6 +380,10 @@ TAUGHT_LAST_DAY: tuple[HabitSpec, ...] = (
         ),
         statements=3,
         burst=True,
+        echoes=(
+            "{o}+1, every incident gets its own inc- channel{c}",
+            "{o}agreed, always a separate inc-<date>-<topic> channel for each incident{c}",
+        ),
     ),
     HabitSpec(
         "dependency_updates",
@@ -380,6 +397,10 @@ TAUGHT_LAST_DAY: tuple[HabitSpec, ...] = (
         ),
         statements=3,
         burst=True,
+        echoes=(
+            "{o}agreed, we merge the dependency update PRs on Tuesdays{c}",
+            "{o}+1, dependency bump PRs get merged on Tuesday only{c}",
+        ),
     ),
 )
 
@@ -711,7 +732,12 @@ def _statements(
     first_day_exact: bool = False,
     burst_minute: int | None = None,
 ) -> list[Planted]:
-    """``h.statements`` statements of ``h``: different people, different templates, different days."""
+    """``h.statements`` statements of ``h``: different people, different templates, different days.
+
+    A habit is discussed before it is just restated: its first three statements fall on three
+    different days within five days of ``first`` (or, when taught, within ~70 minutes of one day,
+    the two after the first echoing it); the rest are spread over the days after that up to ``last``.
+    """
     n = max(3, h.statements)
     authors = rnd.sample(folks, k=min(n, len(folks)))
     while len(authors) < n:
@@ -720,28 +746,34 @@ def _statements(
     rnd.shuffle(templates)
     channel = _chan(h.channel, chans)
     out: list[Planted] = []
+    texts: list[str] = []
     if burst_minute is not None or h.burst:
-        # Taught: three people within ~70 minutes on the first day.
         m0 = burst_minute if burst_minute is not None else rnd.randint(9 * 60 + 30, 15 * 60)
         for i in range(3):
             out.append(Planted(h.key, first, m0 + i * rnd.randint(15, 35), authors[i], channel, ""))
-        rest = n - 3
-        choices = list(range(first + 1, last + 1))
+        texts = [templates[0], *(h.echoes or templates[1:3])[:2]]
+        later = list(range(first + 1, last + 1))
     else:
-        rest = n
-        choices = list(range(first, last + 1))
-    if rest > 0 and choices:
-        picked = sorted(rnd.sample(choices, k=min(rest, len(choices))))
-        if first_day_exact and first in choices and first not in picked:
-            picked = [first, *picked[1:]]
-        while len(picked) < rest:
-            picked.append(rnd.choice(choices))
+        early = list(range(first, min(last, first + 4) + 1))
+        days = sorted(rnd.sample(early, k=min(3, len(early))))
+        if first_day_exact and first not in days:
+            days = [first, *days[1:]]
+        while len(days) < 3:
+            days.append(rnd.choice(early))
+        out += [Planted(h.key, d, _minute(rnd), authors[i], channel, "") for i, d in enumerate(sorted(days))]
+        later = list(range(max(days) + 1, last + 1))
+    rest = n - len(out)
+    if rest > 0 and later:
+        picked = sorted(rnd.sample(later, k=min(rest, len(later))))
         base = len(out)
-        out += [Planted(h.key, d, _minute(rnd), authors[base + i], channel, "") for i, d in enumerate(sorted(picked))]
-    for i, p in enumerate(out):
-        tpl = templates[i % len(templates)]
+        out += [Planted(h.key, d, _minute(rnd), authors[base + i], channel, "") for i, d in enumerate(picked)]
+    used = set(texts)
+    pool = [t for t in templates if t not in used] or templates
+    texts += [pool[i % len(pool)] for i in range(len(out) - len(texts))]
+    for p, tpl in zip(out, texts, strict=True):
         closer = rnd.choice(CLOSERS)
-        text = tpl.format(o=rnd.choice(OPENERS), c="" if "please" in closer and "please" in tpl else closer)
+        opener = "" if tpl in h.echoes else rnd.choice(OPENERS)
+        text = tpl.format(o=opener, c="" if "please" in closer and "please" in tpl else closer)
         p.text = text[0].upper() + text[1:]
     return out
 

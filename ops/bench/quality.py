@@ -66,6 +66,8 @@ class Quality:
     by_status: dict[str, int] = field(default_factory=dict)
     missed_habits: list[str] = field(default_factory=list)
     stray_patterns: list[str] = field(default_factory=list)  # learned patterns that map to no habit
+    wrong_contradictions: list[str] = field(default_factory=list)  # "old habit | new habit" of the wrong ones
+    missed_changes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +118,9 @@ def evaluate(
         if key is not None:
             q.contradictions_right += 1
             found_changes.add(key)
+        else:
+            q.wrong_contradictions.append(f"{mapped.get(c.old_pattern_id)} | {mapped.get(c.new_pattern_id)}")
+    q.missed_changes = sorted({c["key"] for c in changes} - found_changes)
     q.changes_expected = len(changes)
     q.changes_found = len(found_changes)
     q.contradictions_opened = len(cons)
