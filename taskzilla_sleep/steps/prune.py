@@ -52,9 +52,10 @@ def plan(ctx: StepContext) -> PrunePlan:
     s = ctx.settings.prune
     p = PrunePlan(team=ctx.team)
     stale_after = timedelta(days=s.stale_after_days)
-    raw = ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.RAW.value])
-    stale = [e for e in raw if not e.pinned and last_touched(e) <= ctx.now - stale_after]
-    p.examined = len(raw)
+    cutoff = ctx.now - stale_after
+    # Only the stale candidates leave the graph (reading every raw episode grew with the months).
+    p.examined = ctx.graph.count_episodes(ctx.team, [EpisodeStatus.RAW.value])
+    stale = [e for e in ctx.graph.stale_raw_episodes(ctx.team, cutoff) if not e.pinned and last_touched(e) <= cutoff]
     if stale:
         evidence = ctx.graph.evidence_episode_ids(ctx.team)
         stale = [e for e in stale if e.id not in evidence]

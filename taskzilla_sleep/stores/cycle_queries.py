@@ -36,6 +36,21 @@ WHERE e.team = $team AND e.status IN $statuses
 RETURN properties(e) AS p
 """
 
+# Prune reads only the stale candidates (not every raw episode): last touched = max(ts, ingested_at,
+# last_accessed) at or before the cutoff. The step re-checks each one with the pure policy.
+Q_STALE_RAW = """
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status = 'raw' AND e.ts <= $cutoff AND e.ingested_at <= $cutoff
+  AND (e.last_accessed IS NULL OR e.last_accessed <= $cutoff) AND coalesce(e.pinned, false) = false
+RETURN properties(e) AS p
+"""
+
+Q_COUNT_EPISODES = """
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $statuses
+RETURN count(e) AS n
+"""
+
 Q_EPISODE_ENTITIES = """
 UNWIND $ids AS id
 MATCH (e:Episode {id: id})-[m:MENTIONS]->(n:Entity)
@@ -234,6 +249,16 @@ class CycleQueries:
 
         rows = self._read(Q_EPISODES_BY_STATUS, {"team": team, "statuses": list(statuses)})
         return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+
+    def stale_raw_episodes(self, team: str, cutoff: datetime) -> list[Episode]:
+        """Raw, unpinned episodes last touched (ts, ingested, read) at or before ``cutoff``."""
+        from taskzilla_sleep.stores.cypher import episode_from_props
+
+        rows = self._read(Q_STALE_RAW, {"team": team, "cutoff": to_ms(cutoff)})
+        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+
+    def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
+        return int(self._read(Q_COUNT_EPISODES, {"team": team, "statuses": list(statuses)})[0]["n"])
 
     def episode_entities(self, ids: Sequence[str]) -> dict[str, list[Row]]:
         out: dict[str, list[Row]] = {}
