@@ -37,6 +37,9 @@ _TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
 # JSON) and each call's duration modest, so the per-request timeout stays meaningful.
 _BATCH_CAP = 1000
 _LIST_PAGE = 1000
+# Listing every id of a collection (reconcile, prune): ids only, so far bigger pages than for
+# vectors; each page is one query (a scan from its offset), so fewer pages is much less work.
+_ID_PAGE = 10_000
 # A connect should be quick; a big upsert or a query on a cold collection may take longer.
 _MIN_REQUEST_TIMEOUT_S = 30.0
 
@@ -152,7 +155,7 @@ class ChromaVectorStore:
             if collection is None:
                 return found
             if ids is None:
-                page = self._batch()
+                page = _ID_PAGE
                 offset = 0
                 while True:
                     got = collection.get(include=[], limit=page, offset=offset)["ids"]

@@ -77,9 +77,10 @@ RETURN p.id AS id, p.statement AS text
 """,
 }
 
+# One row holding a list: for tens of thousands of ids, far cheaper to send and decode than a row each.
 Q_LIVE_IDS = {
-    "episode": "MATCH (e:Episode) WHERE e.team = $team AND e.status IN $live RETURN e.id AS id",
-    "pattern": "MATCH (p:Pattern) WHERE p.team = $team AND p.status IN $live RETURN p.id AS id",
+    "episode": "MATCH (e:Episode) WHERE e.team = $team AND e.status IN $live RETURN collect(e.id) AS ids",
+    "pattern": "MATCH (p:Pattern) WHERE p.team = $team AND p.status IN $live RETURN collect(p.id) AS ids",
 }
 
 Q_TEAMS = """
@@ -265,7 +266,8 @@ class CypherGraphStore(CycleQueries, ABC):
         return out
 
     def live_ids(self, team: str, kind: ItemKind) -> set[str]:
-        return {r["id"] for r in self._read(Q_LIVE_IDS[kind], {"team": team, "live": _live(kind)})}
+        rows = self._read(Q_LIVE_IDS[kind], {"team": team, "live": _live(kind)})
+        return {i for r in rows for i in r["ids"] or []}
 
     def teams(self) -> list[str]:
         return sorted({r["team"] for r in self._read(Q_TEAMS) if r["team"]})
