@@ -216,6 +216,25 @@ def test_data_survives_stop_and_start(server: EmbeddedFalkorDB, tmp_path: Path) 
         assert _names(third.socket_path) == ["after-rewrite", "kept"]
 
 
+def test_the_log_is_rewritten_as_it_grows_so_a_restart_loads_a_snapshot(server: EmbeddedFalkorDB) -> None:
+    # Replaying logged Cypher on start is quadratic (indexes are not populated yet during the
+    # replay): the server must rewrite its AOF into an RDB preamble long before redis' 64 MB default.
+    sock = server.start()
+    FalkorDB(unix_socket_path=str(sock), socket_timeout=5).select_graph("g").query(
+        "CREATE (:Big {s: $s})", {"s": os.urandom(750_000).hex()}
+    )
+    client = redis.Redis(unix_socket_path=str(sock), socket_timeout=5)
+
+    def snapshot_taken() -> bool:
+        bases = (server.data_dir / "appendonlydir").glob("*.base.rdb")
+        return int(client.info("persistence")["aof_rewrites"]) >= 1 and any(p.stat().st_size > 500_000 for p in bases)
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not snapshot_taken():
+        time.sleep(0.05)
+    assert snapshot_taken()
+
+
 def test_start_from_a_short_lived_thread_keeps_the_server(server: EmbeddedFalkorDB) -> None:
     # PDEATHSIG follows the forking thread: this fails if start() forks on the caller's thread.
     worker = threading.Thread(target=server.start)
