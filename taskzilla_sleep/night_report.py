@@ -33,8 +33,10 @@ def render_night(result: NightResult, graph: CypherGraphStore) -> str:
 
     distilled = [c.pattern for p in result.plans.get("distill", []) for c in p.changes if c.action in ("add", "bump")]
     if distilled:
+        # Shown as they stand after the whole night (reflect may have contested some since distill).
+        now_ = {p.id: p for p in graph.patterns_by_id([p.id for p in distilled])}
         out.append("\npatterns distilled:")
-        out += [_pattern_line(p) for p in distilled]
+        out += [_pattern_line(now_.get(p.id, p)) for p in distilled]
     absorbed = [(c.pattern.id, c.absorb) for p in result.plans.get("distill", []) for c in p.changes if c.absorb]
     if absorbed:
         out.append("\nepisodes absorbed (retired after the grace period):")
