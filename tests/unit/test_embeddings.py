@@ -223,3 +223,30 @@ def test_litellm_embedder_wraps_vendor_errors(monkeypatch: pytest.MonkeyPatch) -
 
     with pytest.raises(LLMError, match="openai/stub-embed"):
         embedder.embed(["nobody listens"])
+
+
+def test_repeated_texts_are_embedded_once_and_get_the_same_vector(minilm: OfflineMiniLM) -> None:
+    texts = ["+1", "looks good", "+1", "Please keep PRs small.", "looks good", "+1"]
+    seen: list[int] = []
+    tokenizer, _, _ = minilm._load()
+    encode_batch = tokenizer.encode_batch
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(tokenizer, name)
+
+        def encode_batch(self, batch: Sequence[str]) -> Any:
+            seen.append(len(batch))
+            return encode_batch(batch)
+
+    loaded = minilm._loaded
+    assert loaded is not None
+    minilm._loaded = (Counting(), loaded[1], loaded[2])
+    try:
+        vectors = minilm.embed(texts)
+    finally:
+        minilm._loaded = loaded
+    assert sum(seen) == 3
+    assert vectors[0] == vectors[2] == vectors[5] and vectors[1] == vectors[4]
+    alone = minilm.embed(["Please keep PRs small."])[0]
+    assert cosine(alone, vectors[3]) >= 0.999
