@@ -184,7 +184,8 @@ def group_episodes(
     entity_bonus: float = 0.08,
     min_size: int = 3,
 ) -> list[Group]:
-    """Leader clustering in time order: O(n·k), deterministic, no pairwise matrix.
+    """Leader clustering in time order: one matrix-vector product per episode against the groups'
+    centroids (O(n·g) for g groups, singletons included), deterministic, no pairwise matrix.
 
     An episode joins the most similar existing group (cosine to the group's centroid, plus a bonus
     when it shares a project/tool/tag/mention with the group) if that score clears the threshold;
@@ -193,18 +194,21 @@ def group_episodes(
     """
     ordered = sorted(candidates, key=lambda c: (c.episode.ts, c.episode.id))
     groups: list[Group] = []
-    centroids: list[npt.NDArray[np.float64]] = []
+    # Centroids live in one growing matrix (a row per group), so scoring a candidate is one
+    # matrix-vector product, not a copy of every centroid; only the top 32 are ranked, not all.
+    centroids = np.empty((0, 0), dtype=np.float64)
+    change_flags = np.empty(0, dtype=bool)
     entity_sets: list[set[str]] = []
-    change_flags: list[bool] = []
     for cand in ordered:
         v = _unit(np.asarray(cand.vector, dtype=np.float64))
         change = is_change_statement(cand.episode.text)
         best, best_score = -1, -math.inf
-        if centroids:
-            sims = np.stack(centroids) @ v
+        n_groups = len(groups)
+        if n_groups:
+            sims = centroids[:n_groups] @ v
             # Only groups of the same kind (change vs plain) compete, before the top-k cut.
-            sims = np.where(np.asarray(change_flags) == change, sims, -np.inf)
-            for gi in np.argsort(-sims, kind="stable")[:32]:
+            sims[change_flags[:n_groups] != change] = -np.inf
+            for gi in _top_k(sims, 32):
                 if not np.isfinite(sims[gi]):
                     break
                 score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
@@ -217,11 +221,27 @@ def group_episodes(
             g.members.append(cand)
             entity_sets[best] |= cand.entities
         else:
+            if n_groups == len(centroids):  # full: double the room
+                grown = np.empty((max(64, 2 * n_groups), v.shape[0]), dtype=np.float64)
+                if n_groups:
+                    grown[:n_groups] = centroids[:n_groups]
+                centroids = grown
+                change_flags = np.resize(change_flags, len(grown))
+            centroids[n_groups] = v
+            change_flags[n_groups] = change
             groups.append(Group([cand]))
-            centroids.append(v)
             entity_sets.append(set(cand.entities))
-            change_flags.append(change)
     return [g for g in groups if len(g.members) >= min_size]
+
+
+def _top_k(values: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.intp]:
+    """Indices of the k largest values, largest first, ties in index order: exactly
+    ``np.argsort(-values, kind="stable")[:k]`` without sorting all of them."""
+    if len(values) <= k:
+        return np.argsort(-values, kind="stable")
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    idx = np.flatnonzero(values >= kth)
+    return idx[np.argsort(-values[idx], kind="stable")][:k]
 
 
 def _unit(v: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
