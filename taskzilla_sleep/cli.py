@@ -291,7 +291,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
                 trigger="demo",
             )
             night = render_night(result, s.graph)
-        status = collect_status(embedded, secrets)
+            # The stores already open answer the status (re-opening the embedded server right after
+            # closing it only adds a restart to the demo).
+            status = collect_status(embedded, secrets, s.graph, s.vectors)
         where = "a temporary folder (removed on exit)" if tmp else str(data_dir)
         text = "\n".join(
             [

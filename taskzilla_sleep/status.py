@@ -61,11 +61,13 @@ def _by_status(d: dict[str, int]) -> str:
     return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(d.items())) + ")"
 
 
-def collect_status(settings: Settings, secrets: Secrets) -> StatusReport:
+def collect_status(
+    settings: Settings, secrets: Secrets, graph: GraphStore | None = None, vectors: VectorStore | None = None
+) -> StatusReport:
+    """Status of the configured stores; pass stores that are already open to use them (not closed here)."""
     from taskzilla_sleep.app import build_embedder, build_graph, build_vectors
 
-    graph: GraphStore | None = None
-    vectors: VectorStore | None = None
+    owned_graph, owned_vectors = graph is None, vectors is None
     g = settings.graph
     gh = BackendHealth(role="graph", backend=g.backend, where=_graph_where(settings), reachable=False)
     vh = BackendHealth(role="vectors", backend=settings.vector.backend, where=_vector_where(settings), reachable=False)
@@ -74,14 +76,14 @@ def collect_status(settings: Settings, secrets: Secrets) -> StatusReport:
     )
     try:
         try:
-            graph = build_graph(settings, secrets)
+            graph = graph or build_graph(settings, secrets)
             graph.ping()
             report.graph_counts = graph.counts()
             gh.reachable = True
         except StoreError as exc:
             gh.error = str(exc)
         try:
-            vectors = build_vectors(settings, build_embedder(settings))
+            vectors = vectors or build_vectors(settings, build_embedder(settings))
             vectors.ping()
             for team in vectors.teams():
                 report.vector_counts[team] = {
@@ -92,9 +94,9 @@ def collect_status(settings: Settings, secrets: Secrets) -> StatusReport:
         except StoreError as exc:
             vh.error = str(exc)
     finally:
-        if vectors is not None:
+        if owned_vectors and vectors is not None:
             vectors.close()
-        if graph is not None:
+        if owned_graph and graph is not None:
             graph.close()
     return report
 
