@@ -4,9 +4,10 @@ Plan: read raw, learnable episodes of the window, group them (embedding similari
 entities), ask the model about each group that holds at least one episode newer than the
 watermark, match each answer against existing patterns (evidence overlap or statement
 similarity -> bump instead of duplicate), then rescore every live pattern from its ledger.
-Apply: per pattern ONE graph write (pattern + evidence links + absorption), then its vector,
-then the watermark. A crash anywhere is repaired by rerunning: pattern ids are derived from
-their supporting episodes, writes are MERGEs, and the run starts with a reconcile.
+Apply: per pattern ONE graph write (pattern + evidence links + absorption), then the vectors
+of the patterns written (one call), then the watermark. A crash anywhere is repaired by
+rerunning: pattern ids are derived from their supporting episodes, writes are MERGEs, and the run
+starts with a reconcile.
 """
 
 from __future__ import annotations
@@ -375,6 +376,31 @@ def _match(
 
 
 def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
+    written: list[Pattern] = []
+    try:
+        _write_patterns(ctx, plan, written)
+    finally:
+        # Cross-store order: the graph first (one atomic write per pattern), then the vectors of
+        # what was written, in one call (also when the step is left between two patterns).
+        live = [p for p in written if p.status in PATTERN_LIVE]
+        if live:
+            ctx.vectors.upsert(
+                ctx.team,
+                "patterns",
+                [p.id for p in live],
+                [p.statement for p in live],
+                [{"kind": p.kind.value, "topic": p.topic} for p in live],
+            )
+    crashpoint("distill.before_watermark")
+    # The watermark moves last: a crash before it means the next run re-reads the same episodes. A
+    # watchdog distill (lookback) leaves the nightly watermark alone: the night still reads the day.
+    if ctx.lookback is None:
+        ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    ctx.graph.set_meta(LAST_DISTILL.format(team=ctx.team), str(to_ms(ctx.now)))
+    return plan.counts()
+
+
+def _write_patterns(ctx: StepContext, plan: DistillPlan, written: list[Pattern]) -> None:
     now_ms = to_ms(ctx.now)
     for c in plan.changes:
         ctx.check_stop()
@@ -390,17 +416,6 @@ def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
         for row in evidence:
             row["set"] = sets.pop(row["id"], {})
         evidence += [{"id": i, "set": s} for i, s in sets.items()]
-        # Cross-store order: graph first (one atomic write per pattern), then the pattern's vector.
         ctx.graph.write_pattern(pat, c.subject_keys, evidence)
+        written.append(pat)
         crashpoint("distill.after_pattern_graph")
-        if pat.status in PATTERN_LIVE:
-            ctx.vectors.upsert(
-                ctx.team, "patterns", [pat.id], [pat.statement], [{"kind": pat.kind.value, "topic": pat.topic}]
-            )
-    crashpoint("distill.before_watermark")
-    # The watermark moves last: a crash before it means the next run re-reads the same episodes. A
-    # watchdog distill (lookback) leaves the nightly watermark alone: the night still reads the day.
-    if ctx.lookback is None:
-        ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
-    ctx.graph.set_meta(LAST_DISTILL.format(team=ctx.team), str(to_ms(ctx.now)))
-    return plan.counts()
