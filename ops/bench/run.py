@@ -120,6 +120,7 @@ def run_child(
         cmd += ["--package-root", str(pkg_root)]
     log = out / f"{name}.log"
     print(f"== {name}: {source} on {pair}{' (baseline ' + str(pkg_root) + ')' if pkg_root else ''}", flush=True)
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
     with log.open("w") as f:
         done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, check=False)
@@ -130,6 +131,9 @@ def run_child(
         return {"failed": True, "log": str(log), "returncode": done.returncode}
     data: dict[str, Any] = json.loads(result.read_text())
     data["elapsed_s"] = round(took, 1)
+    # Other work on the machine shows here (each scenario alone keeps about 1-2 cores busy).
+    load_after = os.getloadavg()
+    data["load_average"] = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]}
     print(f"   done in {took:.0f}s", flush=True)
     return data
 
@@ -145,8 +149,9 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     keys = sorted(k for k in rec if k.startswith("day") and k != "day1")
     last = rec[keys[-1]] if keys else rec["day1"]
     return {
-        "ingest_eps_per_s": r["ingest"]["episodes_per_s"],
-        "embed_texts_per_s": r["embedding"]["texts_per_s"],
+        "ingest_eps_per_s": r["ingest"]["episodes_per_s_median_day"],
+        "embed_texts_per_s": r["embedding"].get("texts_per_s_median_day", r["embedding"]["texts_per_s"]),
+        "history_night_worker_s": r.get("history_nights_last5_worker_s_median"),
         "night_day": night["day"],
         "night_episodes": night["episodes"],
         "night_wall_s": night["wall_s"],
@@ -195,8 +200,8 @@ def verdicts(s: dict[str, Any]) -> dict[str, bool | None]:
 
 # (label, format) rows of the table; the format reads the scenario's summary (and ``v_*`` verdict marks).
 ROWS: tuple[tuple[str, str], ...] = (
-    ("ingest (episodes/s)", "{ingest_eps_per_s:.0f}"),
-    ("embedding (texts/s)", "{embed_texts_per_s:.0f}"),
+    ("ingest (episodes/s, median day)", "{ingest_eps_per_s:.0f}"),
+    ("embedding while ingesting (texts/s, median day)", "{embed_texts_per_s:.0f}"),
     ("measured night: episodes", "{night_episodes} (day {night_day})"),
     ("  prune: worker s (wall s)", "{w_prune:.2f} ({t_prune:.2f})"),
     ("  distill: worker s (wall s)", "{w_distill:.2f} ({t_distill:.2f})"),
@@ -205,6 +210,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("  outside steps (reconcile, sizes) s", "{night_outside_steps_s:.2f}"),
     ("  night worker s (LLM wall s excluded)", "{night_worker_s:.2f}{v_night_worker_s} (LLM {night_llm_wall_s:.1f})"),
     ("  LLM calls in the night (per episode)", "{night_llm_calls} ({night_llm_calls_per_episode:.3f})"),
+    ("  last 5 history nights: median worker s", "{history_night_worker_s:.2f}"),
     ("LLM calls per ingested episode (all)", "{llm_calls_per_episode:.4f}{v_llm_calls_per_episode}"),
     ("LLM tokens per ingested episode", "{llm_tokens_per_episode:.1f}"),
     ("recall day 1 p50 / p95 ms", "{recall_day1_p50_ms:.1f} / {recall_day1_p95_ms:.1f}"),

@@ -83,6 +83,7 @@ class Totals:
     embed_s: float = 0.0
     ingesting: bool = False
     per_day_rate: list[float] = field(default_factory=list)
+    per_day_embed_rate: list[float] = field(default_factory=list)
 
 
 # -- instrumentation ------------------------------------------------------------------------------
@@ -421,6 +422,7 @@ class _Bench:
             "texts": self.totals.embed_texts,
             "seconds": round(self.totals.embed_s, 2),
             "texts_per_s": _ratio(self.totals.embed_texts, self.totals.embed_s, 1),
+            "texts_per_s_median_day": round(statistics.median(self.totals.per_day_embed_rate), 1),
         }
         self.out["llm"] = {
             "calls": u[0],
@@ -432,6 +434,10 @@ class _Bench:
         }
         self.out["sizes_per_day"] = self.sizes
         self.out["nights"] = self.nights
+        last5 = self.nights[max(0, history - 5) : history]
+        self.out["history_nights_last5_worker_s_median"] = (
+            round(statistics.median(n["worker_s"] for n in last5), 3) if last5 else None
+        )
         last = self.sizes[history - 1] if len(self.sizes) >= history else self.sizes[-1]
         ingested_by_then = sum(len(data.days[d]) for d in range(history))
         live_vectors = last["vectors_episodes"] + last["vectors_patterns"]
@@ -487,6 +493,9 @@ class _Bench:
             spent += self._ingest(batch, at)
         rate = _ratio(len(eps), spent, 1)
         self.totals.per_day_rate.append(rate)
+        self.totals.per_day_embed_rate.append(
+            _ratio(self.totals.embed_texts - emb0[0], self.totals.embed_s - emb0[1], 1)
+        )
         return {
             "episodes": len(eps),
             "seconds": round(spent, 2),
