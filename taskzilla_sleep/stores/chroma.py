@@ -17,6 +17,7 @@ from typing import Any, cast, get_args
 
 import chromadb
 import numpy as np
+import numpy.typing as npt
 import structlog
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
@@ -37,6 +38,7 @@ _TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
 # JSON) and each call's duration modest, so the per-request timeout stays meaningful.
 _BATCH_CAP = 1000
 _LIST_PAGE = 1000
+_QUERY_CACHE = 4  # query texts whose embedding is kept: recall asks two collections the same text
 # Listing every id of a collection (reconcile, prune): ids only, so far bigger pages than for
 # vectors; each page is one query (a scan from its offset), so fewer pages is much less work.
 _ID_PAGE = 10_000
@@ -69,6 +71,8 @@ class ChromaVectorStore:
         self._client_obj: ClientAPI | None = None
         self._closed = False
         self._batch_size: int | None = None
+        self._kept: dict[str, Collection] = {}  # collection handles for queries (see query)
+        self._query_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the last few query texts, embedded
         self._log = log.bind(backend=backend, location=location)
 
     @classmethod
@@ -207,11 +211,22 @@ class ChromaVectorStore:
         name = _collection_name(team, kind)
         if n <= 0:
             return []
+        include: Any = ["documents", "metadatas", "distances"]
         with self._errors("query", name):
-            collection = self._collection(name, create=False)
-            if collection is None:
-                return []
-            result = collection.query(query_texts=[text], n_results=n, include=["documents", "metadatas", "distances"])
+            # Recall asks both collections the same question: the query is embedded once (a
+            # small cache), and the collection handle is kept (on a server, one round trip less).
+            vector = self._query_vector(text)
+            for attempt in (1, 2):
+                collection = self._kept_collection(name)
+                if collection is None:
+                    return []
+                try:
+                    result = collection.query(query_embeddings=vector[np.newaxis, :], n_results=n, include=include)
+                    break
+                except NotFoundError:
+                    self._forget_collections()  # dropped behind our back: look it up once more
+                    if attempt == 2:
+                        raise
         ids = result["ids"][0]
         documents = (result["documents"] or [[]])[0]
         metadatas = (result["metadatas"] or [[]])[0]
@@ -241,6 +256,7 @@ class ChromaVectorStore:
         return sorted({team for team in map(_team_of, names) if team is not None})
 
     def delete_all(self) -> None:
+        self._forget_collections()
         with self._errors("delete_all"):
             client = self._client()
             ours = [name for name in self._collection_names() if name.startswith(_PREFIX)]
@@ -251,6 +267,7 @@ class ChromaVectorStore:
     def close(self) -> None:
         with self._lock:
             client, self._client_obj, self._closed = self._client_obj, None, True
+            self._kept.clear()
         # ClientAPI doesn't declare close(); the Client that both constructors return has it,
         # and for the embedded store it releases the SQLite files.
         close = getattr(client, "close", None)
@@ -290,6 +307,33 @@ class ChromaVectorStore:
         if self._batch_size is None:
             self._batch_size = max(1, min(_BATCH_CAP, self._client().get_max_batch_size()))
         return self._batch_size
+
+    def _query_vector(self, text: str) -> npt.NDArray[np.float32]:
+        with self._lock:
+            kept = self._query_vectors.get(text)
+        if kept is not None:
+            return kept
+        vector = np.asarray(self._embedder.embed([text])[0], dtype=np.float32)
+        with self._lock:
+            if len(self._query_vectors) >= _QUERY_CACHE:
+                self._query_vectors.pop(next(iter(self._query_vectors)))
+            self._query_vectors[text] = vector
+        return vector
+
+    def _kept_collection(self, name: str) -> Collection | None:
+        with self._lock:
+            kept = self._kept.get(name)
+        if kept is not None:
+            return kept
+        collection = self._collection(name, create=False)
+        if collection is not None:
+            with self._lock:
+                self._kept[name] = collection
+        return collection
+
+    def _forget_collections(self) -> None:
+        with self._lock:
+            self._kept.clear()
 
     def _collection(self, name: str, *, create: bool) -> Collection | None:
         """The collection ``name`` (created when ``create``), or None when it doesn't exist."""

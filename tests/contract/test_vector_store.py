@@ -273,6 +273,46 @@ def test_a_new_client_on_the_same_data_finds_the_vectors(open_store: StoreFactor
     assert reopened.count("alpha", "episodes") == 4
 
 
+def test_a_query_asked_of_two_collections_is_embedded_once(open_store: StoreFactory, embedder: OfflineMiniLM) -> None:
+    counting = _CountingEmbedder(embedder)
+    store = open_store(counting)
+    upsert_three(store)
+    store.upsert("alpha", "patterns", ["p"], ["Never deploy on a Friday."], [{}])
+    before = counting.texts
+
+    eps = store.query("alpha", "episodes", DEPLOY, n=3)
+    pats = store.query("alpha", "patterns", DEPLOY, n=3)
+
+    assert counting.texts - before == 1
+    assert eps[0].id == "deploy" and eps[0].similarity == pytest.approx(1.0, abs=1e-3)
+    assert [h.id for h in pats] == ["p"]
+
+
+def test_a_collection_dropped_and_rebuilt_behind_the_stores_back(open_store: StoreFactory) -> None:
+    store = open_store()
+    upsert_three(store)
+    assert store.query("alpha", "episodes", CAT, n=1)[0].id == "cat"  # the handle is kept now
+
+    other = open_store()  # another process: drops everything, then writes again
+    other.delete_all()
+    other.upsert("alpha", "episodes", ["lunch"], [LUNCH], [{}])
+
+    assert [h.id for h in store.query("alpha", "episodes", CAT, n=3)] == ["lunch"]
+    other.delete_all()
+    assert store.query("alpha", "episodes", CAT, n=3) == []
+
+
+class _CountingEmbedder:
+    def __init__(self, inner: OfflineMiniLM) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return self._inner.embed(texts)
+
+
 def test_a_closed_store_refuses_work(open_store: StoreFactory) -> None:
     store = open_store()
     store.ping()
