@@ -174,12 +174,14 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "store_live_vectors": r["store_after_history"]["live_vectors"],
         "store_graph_nodes": r["store_after_history"]["graph_nodes"],
         "store_graph_edges": r["store_after_history"]["graph_edges"],
+        "store_disk_mb": r["store_after_history"]["disk_mb"],
         "store_episodes_ingested": r["store_after_history"]["episodes_ingested"],
         "watchdog_lag_p50_min": wd.get("lag_p50_min"),
         "watchdog_lag_p95_min": wd.get("lag_p95_min"),
         "watchdog_patterns": wd.get("patterns"),
         "watchdog_distills": wd.get("distills"),
         "peak_rss_mb": r["peak_rss_mb"],
+        "reopen_graph_s": (r.get("reopen") or {}).get("graph_s"),
         "quality": r.get("quality"),
         "elapsed_s": r.get("elapsed_s"),
     }
@@ -219,9 +221,11 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("live vectors ÷ episodes ingested", "{store_share:.3f}{v_store_share} "
                                          "({store_live_vectors}/{store_episodes_ingested})"),
     ("graph nodes / edges", "{store_graph_nodes} / {store_graph_edges}"),
+    ("stores on disk MB", "{store_disk_mb}"),
     ("watchdog lag p50 / p95 min", "{watchdog_lag_p50_min} / {watchdog_lag_p95_min}{v_watchdog_lag_p95_min} "
                                    "({watchdog_patterns} patterns)"),
     ("peak RSS MB (worker; servers)", "{rss}"),
+    ("reopen the graph after the month s", "{reopen_graph_s}"),
     ("habit recall / precision", "{q_habit_recall:.2f} / {q_habit_precision:.2f}"),
     ("contradiction recall / precision", "{q_contradiction_recall:.2f} / {q_contradiction_precision:.2f}"),
     ("pinned touched / lost / drafts learned / bad retirements",

@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:  # tests/ (the stub and the server helpers) live b
 
 TZ = ZoneInfo("Europe/Amsterdam")
 NIGHT_AT = (3, 5)
+SETTLE_S = 3.0
 
 
 @dataclass
@@ -119,13 +120,16 @@ class TimedLLM:
 def instrument_embedder(embedder: Any, totals: Totals) -> None:
     """Count texts and seconds in the embedder's batch encoder (used by Chroma and the steps)."""
     encode = embedder._encode
+    depth = [0]  # the encoder may call itself (distinct texts): count the outermost call only
 
     def timed(texts: Sequence[str]) -> Any:
+        depth[0] += 1
         t0 = time.perf_counter()
         try:
             return encode(texts)
         finally:
-            if totals.ingesting:
+            depth[0] -= 1
+            if totals.ingesting and depth[0] == 0:
                 totals.embed_s += time.perf_counter() - t0
                 totals.embed_texts += len(texts)
 
@@ -173,6 +177,13 @@ def peak_rss_mb() -> dict[str, float]:
     return {k: round(v, 1) for k, v in out.items()}
 
 
+def _rss_now_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
@@ -208,6 +219,7 @@ def run(cfg: Config) -> dict[str, Any]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     cfg.work.mkdir(parents=True, exist_ok=True)
     data = _data(cfg)
+    data.info["harness_rss_mb"] = _rss_now_mb()  # the data set in memory, before any store is opened
     with backend_settings(cfg.pair, cfg.work) as overrides:
         return _run(cfg, data, overrides)
 
@@ -390,6 +402,7 @@ class _Bench:
             )
             self.out["quality"] = q.as_dict()
 
+        self.out["reopen"] = self._reopen()
         if cfg.watchdog:
             self.out["watchdog"] = self._watchdog_day(measured + 1)
             if data.gold is not None:
@@ -447,6 +460,7 @@ class _Bench:
             "live_vectors": live_vectors,
             "live_vectors_share": _ratio(live_vectors, ingested_by_then),
             "graph_nodes": last["nodes"],
+            "disk_mb": last["disk_mb"],
             "graph_edges": last["relationships"],
             "episodes_with_text": last["episodes_live"],
             "patterns_live": last["patterns_live"],
@@ -558,6 +572,7 @@ class _Bench:
         self.nights.append(entry)
         sizes = dict(res.run.sizes_after)
         sizes["nodes"] = int(self.s.graph.query("MATCH (n) RETURN count(n) AS n")[0]["n"])
+        sizes["disk_mb"] = _disk_mb(self.cfg.work, exclude="dataset")
         sizes["day"] = d + 1
         self.sizes.append(sizes)
         print(
@@ -569,14 +584,39 @@ class _Bench:
         )
         return entry
 
+    def _reopen(self) -> dict[str, Any]:
+        """Close the stores and open them again, as a restarted worker does (embedded: reload from disk)."""
+        from taskzilla_sleep.app import build_graph, build_vectors
+        from taskzilla_sleep.settings import Secrets
+
+        s = self.s
+        s.vectors.close()
+        s.graph.close()
+        t0 = time.perf_counter()
+        settings = s.settings.model_copy(
+            update={"graph": s.settings.graph.model_copy(update={"connect_timeout_s": 1800})}
+        )
+        s.graph = build_graph(settings, Secrets.from_env(os.environ))
+        s.graph.ping()
+        graph_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        s.vectors = build_vectors(s.settings, s.embedder)
+        s.vectors.count(self.team, "episodes")
+        vectors_s = time.perf_counter() - t1
+        return {"graph_s": round(graph_s, 2), "vectors_s": round(vectors_s, 2)}
+
     def _recall_latency(self, d: int) -> dict[str, Any]:
         from taskzilla_sleep.recall import recall
 
         now = night_of(self.cfg.start + timedelta(days=d)) + timedelta(hours=7)
         qs = self.data.queries
-        for q in qs[:5]:  # warm-up: the first query of a collection loads its index
-            recall(self.s.graph, self.s.vectors, q, now, teams=[self.team])
+        # The bot asks hours after the night: let the stores' background work after a night's writes
+        # (Chroma's compaction, the AOF rewrite) settle, then warm up (the first query loads an index).
+        time.sleep(SETTLE_S)
+        for i in range(self.cfg.recall_queries):  # one unmeasured round (a JVM server also JIT-compiles)
+            recall(self.s.graph, self.s.vectors, qs[i % len(qs)], now, teams=[self.team])
         p50s, p95s, all_ms = [], [], []
+        profile = self._profiler()
         for _ in range(self.cfg.recall_rounds):
             times = []
             for i in range(self.cfg.recall_queries):
@@ -587,6 +627,8 @@ class _Bench:
             p50s.append(_pct(times, 50))
             p95s.append(_pct(times, 95))
             all_ms += times
+        if profile is not None:
+            self.out[f"profile_recall_day{d + 1}"] = self._stop_profile(profile, f"recall-day{d + 1}")
         return {
             "queries": len(all_ms),
             "p50_ms": round(statistics.median(p50s), 2),
@@ -688,6 +730,17 @@ class _Bench:
         path.write_text(p.output_text(unicode=True, color=False, show_all=False))
         (self.cfg.work / f"profile-{name}.html").write_text(p.output_html())
         return str(path)
+
+
+def _disk_mb(root: Path, exclude: str) -> float:
+    """Bytes on disk of the stores (the embedded data dir, or the servers' dirs), in MB."""
+    total = 0
+    for base, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != exclude]
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(base, f)).st_size
+    return round(total / 1e6, 1)
 
 
 def _usage(llm: TimedLLM) -> tuple[int, int, int]:
