@@ -18,6 +18,7 @@ from taskzilla_sleep.stores.vector import VectorStore
 FACT_MIN_SIMILARITY = 0.2
 PATTERN_MIN_SIMILARITY = 0.25
 GOOD_ENOUGH = 0.35  # with this many good patterns, no raw episode is needed
+_LOWEST_FLOOR = min(FACT_MIN_SIMILARITY, PATTERN_MIN_SIMILARITY)
 
 
 class RecallItem(BaseModel):
@@ -53,8 +54,9 @@ def recall(
     ent = normalize_name(entity) if entity else None
     items: list[RecallItem] = []
     for team in teams if teams is not None else graph.teams():
-        hits = vectors.query(team, "patterns", query, n=k * 4)
-        pats = {p.id: p for p in graph.patterns_by_id([h.id for h in hits])}
+        # Hits below every floor are never shown: not worth fetching their patterns from the graph.
+        hits = [h for h in vectors.query(team, "patterns", query, n=k * 4) if h.similarity >= _LOWEST_FLOOR]
+        pats = {p.id: p for p in graph.patterns_by_id([h.id for h in hits])} if hits else {}
         for h in hits:
             p = pats.get(h.id)
             if p is None or p.status not in PATTERN_LIVE:
