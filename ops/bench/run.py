@@ -225,7 +225,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("watchdog lag p50 / p95 min", "{watchdog_lag_p50_min} / {watchdog_lag_p95_min}{v_watchdog_lag_p95_min} "
                                    "({watchdog_patterns} patterns)"),
     ("peak RSS MB (worker; servers)", "{rss}"),
-    ("reopen the graph after the month s", "{reopen_graph_s}"),
+    ("reopen the graph after the month s", "{reopen}"),
     ("habit recall / precision", "{q_habit_recall:.2f} / {q_habit_precision:.2f}"),
     ("contradiction recall / precision", "{q_contradiction_recall:.2f} / {q_contradiction_precision:.2f}"),
     ("pinned touched / lost / drafts learned / bad retirements",
@@ -267,6 +267,7 @@ def _fields(r: dict[str, Any]) -> dict[str, Any]:
     f.update({f"q_{k}": v for k, v in (s.get("quality") or {}).items()})
     f.update({f"v_{k}": ("" if v is None else (" ✓" if v else " ✗")) for k, v in r["verdicts"].items()})
     f["rss"] = _rss(s["peak_rss_mb"])
+    f["reopen"] = "> 120 (timed out)" if s.get("reopen_graph_s") is None else f"{s['reopen_graph_s']:.2f}"
     return f
 
 
