@@ -388,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
 def child(a: argparse.Namespace) -> int:
     if a.package_root is not None:  # the baseline: its taskzilla_sleep before ours
         sys.path.insert(0, str(a.package_root))
+        # ... and the baseline's dependencies: hiredis came with the optimisations (redis-py uses
+        # it whenever it can import it), so the baseline runs with redis-py's Python parser.
+        sys.modules["hiredis"] = None  # type: ignore[assignment]
     from ops.bench import scenario
 
     cfg = scenario.Config(
