@@ -56,7 +56,7 @@ def recall(
     for team in teams if teams is not None else graph.teams():
         # Hits below every floor are never shown: not worth fetching their patterns from the graph.
         hits = [h for h in vectors.query(team, "patterns", query, n=k * 4) if h.similarity >= _LOWEST_FLOOR]
-        pats = {p.id: p for p in graph.patterns_by_id([h.id for h in hits])} if hits else {}
+        pats = graph.pattern_cards([h.id for h in hits]) if hits else {}
         for h in hits:
             p = pats.get(h.id)
             if p is None or p.status not in PATTERN_LIVE:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,12 +18,27 @@ from taskzilla_sleep.models import (
     Contradiction,
     Episode,
     Pattern,
+    PatternStatus,
     Run,
     from_ms,
     to_ms,
 )
 
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PatternCard:
+    """A pattern as recall shows it."""
+
+    id: str
+    statement: str
+    status: PatternStatus
+    pinned: bool
+    subjects: tuple[str, ...]
+    confidence: float
+    support_count: int
+
 
 Q_EPISODES_IN_WINDOW = """
 MATCH (e:Episode)
@@ -73,6 +89,14 @@ Q_PATTERNS_BY_ID = """
 UNWIND $ids AS id
 MATCH (p:Pattern {id: id})
 RETURN properties(p) AS p
+"""
+
+# What recall shows of a pattern: not its evidence list, which grows with every night.
+Q_PATTERN_CARDS = """
+UNWIND $ids AS id
+MATCH (p:Pattern {id: id})
+RETURN p.id AS id, p.statement AS statement, p.status AS status, p.pinned AS pinned, p.subjects AS subjects,
+       p.confidence AS confidence, p.support_count AS support_count
 """
 
 Q_WRITE_PATTERN = """
@@ -294,6 +318,21 @@ class CycleQueries:
 
     def patterns_by_id(self, ids: Sequence[str]) -> list[Pattern]:
         return sorted((pattern_from_props(r["p"]) for r in self._read(Q_PATTERNS_BY_ID, {"ids": list(ids)})), key=_pkey)
+
+    def pattern_cards(self, ids: Sequence[str]) -> dict[str, PatternCard]:
+        """What recall shows of each pattern (unknown ids are left out)."""
+        return {
+            r["id"]: PatternCard(
+                id=r["id"],
+                statement=r["statement"],
+                status=PatternStatus(r["status"]),
+                pinned=bool(r["pinned"]),
+                subjects=tuple(r["subjects"] or ()),
+                confidence=float(r["confidence"]),
+                support_count=int(r["support_count"] or 0),
+            )
+            for r in self._read(Q_PATTERN_CARDS, {"ids": list(ids)})
+        }
 
     def write_pattern(self, pattern: Pattern, subject_keys: Sequence[str], evidence: Sequence[Row]) -> None:
         """The pattern, its ABOUT and EVIDENCED_BY links and its episodes' absorption: one atomic write."""
