@@ -64,7 +64,7 @@ class LLMSettings(_Section):
 
 
 class ConnectorRule(_Section):
-    """A connected tool whose content the bot can re-derive live; matching episodes are skipped."""
+    """Skipped at ingestion: what a connected tool can re-derive live, or content-free chatter."""
 
     connected: bool = True
     patterns: list[str] = Field(default_factory=list)
@@ -88,7 +88,7 @@ class IngestSettings(_Section):
 
 
 class PruneSettings(_Section):
-    stale_after_days: int = Field(default=30, ge=1)
+    stale_after_days: int = Field(default=7, ge=1)
     match_threshold: float = Field(default=0.55, ge=-1, le=1)
 
 

@@ -63,6 +63,9 @@ class Quality:
     episodes_expected: int = 0
     episodes_lost: int = 0
     skipped_stored: int = 0  # write-discipline items that made it into the graph anyway
+    episodes_skipped: int = 0  # skipped by the configured write discipline (github links, chatter)
+    signal_skipped: int = 0  # planted habits, facts or drafts the write discipline skipped: must be 0
+    rederivable_stored: int = 0  # planted github links the write discipline let through: must be 0
     by_status: dict[str, int] = field(default_factory=dict)
     missed_habits: list[str] = field(default_factory=list)
     stray_patterns: list[str] = field(default_factory=list)  # learned patterns that map to no habit
@@ -158,10 +161,18 @@ def evaluate(
         1 for i in drafts if i in evidence or (i in states and states[i]["status"] in ("absorbed", "retired"))
     )
 
-    skipped = set(gold["skipped_by_write_discipline"])
+    # What the configured write discipline skips (the planted github links + content-free chatter):
+    # never stored, so never lost; but a planted habit, fact or draft must never be skipped.
+    skipped = set(gold.get("skipped_by_config", gold["skipped_by_write_discipline"]))
     ingested = [i for i in _ids(gold, upto_day) if i not in skipped]
     q.episodes_expected = len(ingested)
+    q.episodes_skipped = sum(1 for i in skipped if day_of(i) <= upto_day)
     q.skipped_stored = sum(1 for i in skipped if day_of(i) <= upto_day and i in states)
+    signal = set(owner) | set(gold["ai_drafts"]) | set(gold["fact_declarations"])
+    q.signal_skipped = sum(1 for i in skipped & signal if day_of(i) <= upto_day)
+    q.rederivable_stored = sum(
+        1 for i in gold["skipped_by_write_discipline"] if day_of(i) <= upto_day and i not in skipped
+    )
     for i in ingested:
         r = states.get(i)
         if r is None or r["status"] not in KNOWN or (r["status"] in ("retired", "pruned") and i not in tombs):

@@ -180,6 +180,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "watchdog_lag_p95_min": wd.get("lag_p95_min"),
         "watchdog_patterns": wd.get("patterns"),
         "watchdog_distills": wd.get("distills"),
+        "watchdog_llm_calls_per_episode": wd.get("llm_calls_per_episode"),
         "peak_rss_mb": r["peak_rss_mb"],
         "reopen_graph_s": (r.get("reopen") or {}).get("graph_s"),
         "quality": r.get("quality"),
@@ -224,12 +225,15 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("stores on disk MB", "{store_disk_mb}"),
     ("watchdog lag p50 / p95 min", "{watchdog_lag_p50_min} / {watchdog_lag_p95_min}{v_watchdog_lag_p95_min} "
                                    "({watchdog_patterns} patterns)"),
+    ("watchdog day: distills, LLM calls per episode", "{watchdog_distills}, {watchdog_llm_calls_per_episode}"),
     ("peak RSS MB (worker; servers)", "{rss}"),
     ("reopen the graph after the month s", "{reopen}"),
     ("habit recall / precision", "{q_habit_recall:.2f} / {q_habit_precision:.2f}"),
     ("contradiction recall / precision", "{q_contradiction_recall:.2f} / {q_contradiction_precision:.2f}"),
     ("pinned touched / lost / drafts learned / bad retirements",
      "{q_pinned_facts_touched} / {q_episodes_lost} / {q_ai_drafts_learned} / {q_retired_badly}"),
+    ("skipped at ingestion (chatter, github) / of them planted signal",
+     "{q_episodes_skipped} / {q_signal_skipped}"),
     ("scenario wall time s", "{elapsed_s:.0f}"),
 )  # fmt: skip
 

@@ -248,13 +248,25 @@ def _data(cfg: Config) -> Data:
             start=cfg.start,
         )
         write(gen, cfg.work / "dataset")
-        queries = [h["statement"] for h in gen.gold["habits"]] + SYNTHETIC_QUERIES
-        return Data(gen.gold["team"], gen.days(), gen.gold, {"generated": gen.gold["counts"]}, queries)
+        gold = {**gen.gold, "skipped_by_config": _skipped_by_config(gen.episodes)}
+        queries = [h["statement"] for h in gold["habits"]] + SYNTHETIC_QUERIES
+        return Data(gold["team"], gen.days(), gold, {"generated": gold["counts"]}, queries)
     from ops.bench.irc import DEFAULT_PATH, load
 
     total = cfg.days + (2 if cfg.watchdog else 1)
     days, info = load(cfg.irc_path or DEFAULT_PATH, total, cfg.start)
     return Data("ubuntu", _rebucket(days, cfg.start), None, info, IRC_QUERIES)
+
+
+def _skipped_by_config(episodes: list[dict[str, Any]]) -> list[str]:
+    """Ids the package's default write discipline skips at ingestion (the package under test)."""
+    from types import SimpleNamespace
+
+    from taskzilla_sleep.ingest import WriteDiscipline
+    from taskzilla_sleep.settings import load_settings
+
+    rules = WriteDiscipline(load_settings(env={}).ingest.write_discipline)
+    return sorted(e["id"] for e in episodes if rules.connector_for(SimpleNamespace(text=e["text"])) is not None)  # type: ignore[arg-type]
 
 
 def _rebucket(days: list[list[dict[str, Any]]], start: date) -> list[list[dict[str, Any]]]:

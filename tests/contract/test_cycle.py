@@ -14,7 +14,7 @@ from taskzilla_sleep import contradictions, facts
 from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.ingest import Ingestor, WriteDiscipline
+from taskzilla_sleep.ingest import Ingestor, IngestReport, WriteDiscipline
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_index import write_memory
 from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance
@@ -49,7 +49,7 @@ class Stack:
             steps=steps,
         )
 
-    def ingest_sample(self, at: datetime = NIGHT) -> None:
+    def ingest_sample(self, at: datetime = NIGHT) -> IngestReport:
         s = self.settings.ingest
         ing = Ingestor(
             self.graph,
@@ -59,7 +59,7 @@ class Stack:
             s.max_text_chars,
             lambda: at,
         )
-        ing.ingest_lines(sample_lines(), "sample")
+        return ing.ingest_lines(sample_lines(), "sample")
 
     def snapshot(self) -> dict[str, Any]:
         vecs = {

@@ -69,7 +69,7 @@ def assert_trend_view(text: str) -> None:
     )
     table = text.split("what each night did")[1].split("\n\n")[0]
     assert len(ROW.findall(table)) == 5
-    assert re.search(r"^  live episode vectors +[▁▂▃▄▅▆▇█]{5}  122 → 113", text, re.M)  # decay after 72 h
+    assert re.search(r"^  live episode vectors +[▁▂▃▄▅▆▇█]{5}  52 → 43", text, re.M)  # decay after 72 h
     assert re.search(r"^  patterns added +█▁▁▁▁ ", text, re.M)  # the demo night distilled, the rest had nothing new
     assert re.search(r"\[ok +\] pinned facts touched = 0 +all 1 pinned facts intact", text)
     assert re.search(r"\[ok +\] failed steps = 0 +0 failed of 20 steps in 5 runs", text)

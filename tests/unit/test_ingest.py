@@ -167,3 +167,27 @@ def test_retired_episode_reingested_stays_retired_without_vector() -> None:
     rep = ing.ingest_lines([line()], "f")
     assert (rep.new, rep.present) == (0, 1)
     assert v.count("platform", "episodes") == 0
+
+
+def test_default_chatter_rule_skips_content_free_messages_only() -> None:
+    from taskzilla_sleep.settings import load_settings
+
+    rules = load_settings(env={}).ingest.write_discipline
+    ing, g, v = make(**rules)
+    chatter = ["+1", "LGTM!", "thanks!", "👍", "good morning all", "hi team", "looks good to me", "ok"]
+    kept = [
+        "+1, always staging before production, never straight to prod",
+        "thanks, from now on reviews need two approvals",
+        "ok so we deploy on fridays now",
+        "morning standup moves to voice from next week",
+    ]
+    lines = [line(text=t, ts=f"2026-11-30T10:{i:02d}:00+01:00") for i, t in enumerate(chatter + kept)]
+    report = ing.ingest_lines(lines, "day.jsonl")
+    assert (report.new, report.skipped, report.skipped_by_connector) == (len(kept), len(chatter), {"chatter": 8})
+    assert sorted(e.text for e in g.episodes.values()) == sorted(kept)
+    assert v.present("platform", "episodes") == set(g.episodes)
+
+    # Turned off, chatter is stored like anything else.
+    off = {**rules, "chatter": rules["chatter"].model_copy(update={"connected": False})}
+    ing2, g2, _ = make(**off)
+    assert ing2.ingest_lines(lines, "day.jsonl").new == len(chatter) + len(kept)
