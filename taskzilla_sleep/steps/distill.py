@@ -12,7 +12,7 @@ starts with a reconcile.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -124,8 +124,20 @@ def read_watermark(ctx: StepContext) -> datetime | None:
     return from_ms(int(raw)) if raw else None
 
 
+def read_last_distill(ctx: StepContext) -> datetime | None:
+    raw = ctx.graph.get_meta(LAST_DISTILL.format(team=ctx.team))
+    return from_ms(int(raw)) if raw else None
+
+
 def plan(ctx: StepContext) -> DistillPlan:
-    """``ctx.lookback`` set: a watchdog distill over that window only (every episode in it counts as new)."""
+    """``ctx.lookback`` set: a watchdog distill over that window only.
+
+    A group goes to the model only when it holds something new: for the night, an episode after the
+    distill watermark; for the watchdog, an episode ingested since the last distill (nightly or
+    watchdog — what the watchdog's trigger counts). A lookback group with nothing new was in the
+    stores at the last distill; asking again would spend a call on what the model already saw, and
+    the night re-reads the whole window anyway.
+    """
     lookback = ctx.lookback
     s = ctx.settings.distill
     p = DistillPlan(team=ctx.team, now=ctx.now)
@@ -134,7 +146,12 @@ def plan(ctx: StepContext) -> DistillPlan:
     episodes = ctx.graph.episodes_in_window(ctx.team, [EpisodeStatus.RAW.value], ctx.now - window, ctx.now)
     learnable = distinct_texts([e for e in episodes if is_learnable(e)])
     p.episodes_read = len(episodes)
-    is_new = (lambda e: True) if (lookback or watermark is None) else (lambda e: e.ts > watermark)  # noqa: E731
+    is_new: Callable[[Episode], bool]
+    if lookback is not None:
+        last = read_last_distill(ctx)
+        is_new = (lambda e: True) if last is None else (lambda e: e.ingested_at > last)  # noqa: E731
+    else:
+        is_new = (lambda e: True) if watermark is None else (lambda e: e.ts > watermark)  # noqa: E731
     p.new_episodes = sum(1 for e in learnable if is_new(e))
 
     patterns = {x.id: x for x in ctx.graph.patterns(ctx.team)}

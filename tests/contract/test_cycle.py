@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.ingest import Ingestor, IngestReport, WriteDiscipline
+from taskzilla_sleep.llm.base import DistillRequest, LLMUsage, PatternDraft, ReflectRequest, Verdict
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_index import write_memory
 from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance
@@ -299,3 +301,69 @@ def test_a_fact_pinned_before_its_person_ever_spoke(stack: Stack) -> None:
     mine = [e.id for e in stack.graph.episodes_by_status(TEAM, ["raw", "absorbed"]) if e.author == "martin"]
     rows = [r for rs in stack.graph.episode_entities(mine).values() for r in rs if r["role"] == "author"]
     assert rows and all(r["name"] == "martin" and r["kind"] == "person" for r in rows)
+
+
+class DecliningModel:
+    """A model that never finds a pattern, and remembers what it was asked."""
+
+    name = "declining"
+
+    def __init__(self) -> None:
+        self.usage = LLMUsage()
+        self.asked: list[set[str]] = []
+
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+        self.asked += [{e.id for e in r.episodes} for r in requests]
+        return [None for _ in requests]
+
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
+        return [None for _ in requests]
+
+
+def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Stack) -> None:
+    t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
+    model = DecliningModel()
+    s = stack.settings.ingest
+
+    def ingest(at: datetime, texts: list[str]) -> set[str]:
+        ing = Ingestor(
+            stack.graph,
+            stack.vectors,
+            EntityExtractor(s.projects, s.tools),
+            WriteDiscipline(s.write_discipline),
+            s.max_text_chars,
+            lambda: at,
+        )
+        base = {"team": TEAM, "channel": "ops", "ts": at.isoformat(), "provenance": "human"}
+        lines = [json.dumps({**base, "author": f"p{i}", "text": t}) for i, t in enumerate(texts)]
+        ing.ingest_lines(lines, "day")
+        return {e.id for e in stack.graph.episodes_in_window(TEAM, ["raw"], at - timedelta(seconds=1), at)}
+
+    def watchdog(at: datetime) -> list[set[str]]:
+        before = len(model.asked)
+        result = run_night(
+            settings=stack.settings,
+            graph=stack.graph,
+            vectors=stack.vectors,
+            embedder=stack.embedder,
+            llm=model,
+            now=at,
+            steps=["distill"],
+            trigger="watchdog",
+            lookback=timedelta(hours=2),
+        )
+        assert result.ok
+        return model.asked[before:]
+
+    deploys = ["the staging deploy of billing-api is running", "billing-api staging deploy is running now",
+               "deploy of billing-api to staging is running"]  # fmt: skip
+    backups = ["the nightly database backup finished fine", "database backup of tonight finished fine",
+               "the database nightly backup has finished"]  # fmt: skip
+    a = ingest(t0, deploys)
+    assert watchdog(t0 + timedelta(minutes=1)) == [a]  # the first watchdog run: everything is new
+    b = ingest(t0 + timedelta(minutes=40), backups)
+    # The deploy group is still in the 2 h lookback but nothing joined it: only the backups are asked.
+    assert watchdog(t0 + timedelta(minutes=41)) == [b]
+    a2 = ingest(t0 + timedelta(minutes=80), ["billing-api deploy to staging is running again"])
+    asked = watchdog(t0 + timedelta(minutes=81))
+    assert asked == [a | a2]  # the deploy group gained a message: asked again, with all of it
