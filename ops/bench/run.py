@@ -263,6 +263,35 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+SIZE_DAYS = (1, 5, 10, 15, 20, 25, 30)
+
+
+def sizes_table(results: dict[str, dict[str, Any]]) -> str:
+    """Store sizes after the nights of days 1, 5, 10 … 30: live vectors, graph, disk, share of what was handed in."""
+    out = [
+        "| scenario | day | handed in | live episode vectors | pattern vectors | live ÷ handed in "
+        "| tombstones | graph nodes / edges | disk MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        if r.get("failed"):
+            continue
+        per_day = r.get("episodes_per_day") or []
+        sizes = {int(x["day"]): x for x in r.get("sizes_per_day", [])}
+        for d in SIZE_DAYS:
+            x = sizes.get(d)
+            if x is None:
+                continue
+            handed = sum(per_day[:d]) if per_day else None
+            share = f"{(x['vectors_episodes'] + x['vectors_patterns']) / handed:.3f}" if handed else "–"
+            out.append(
+                f"| {name} | {d} | {handed if handed is not None else '–'} | {x['vectors_episodes']} | "
+                f"{x['vectors_patterns']} | {share} | {x['tombstones']} | {x['nodes']} / {x['relationships']} | "
+                f"{x.get('disk_mb', '–')} |"
+            )
+    return "\n".join(out)
+
+
 def _fields(r: dict[str, Any]) -> dict[str, Any]:
     s = r["summary"]
     f = {k: v for k, v in s.items() if not isinstance(v, dict)}
@@ -328,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--package-root", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--tables-from", type=Path, help="print the tables of an earlier run's bench.json")
     a = ap.parse_args(argv)
     if a.quick:
         a.days, a.per_day, a.irc_days = min(a.days, 4), min(a.per_day, 400), min(a.irc_days, 4)
@@ -338,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     if a.scenario:
         return child(a)
+    if a.tables_from is not None:  # re-render the tables of an earlier run's bench.json
+        results = json.loads(a.tables_from.read_text())["scenarios"]
+        print(table(results) + "\n\n" + sizes_table(results))
+        return 0
 
     a.out.mkdir(parents=True, exist_ok=True)
     info = machine()
@@ -384,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {n}: " + ", ".join(f"{k} {v}" for k, v in rt.items()))
     print(f"\ntotal {report['elapsed_s']:.0f}s")
     (a.out / "bench.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (a.out / "bench.md").write_text(text + "\n")
+    (a.out / "bench.md").write_text(text + "\n\n" + sizes_table(results) + "\n")
     print(f"wrote {a.out / 'bench.json'} and {a.out / 'bench.md'}")
     return 0 if all(not r.get("failed") for r in results.values()) else 1
 

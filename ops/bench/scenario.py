@@ -458,6 +458,7 @@ class _Bench:
             "wall_s": round(self.llm.wall_s, 1),
         }
         self.out["sizes_per_day"] = self.sizes
+        self.out["episodes_per_day"] = [len(d) for d in data.days]  # handed to ingest, skipped ones included
         self.out["nights"] = self.nights
         last5 = self.nights[max(0, history - 5) : history]
         self.out["history_nights_last5_worker_s_median"] = (
