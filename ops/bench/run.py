@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -108,6 +109,10 @@ def run_child(
     name: str, source: str, pair: str, a: argparse.Namespace, out: Path, pkg_root: Path | None
 ) -> dict[str, Any]:
     work = out / "work" / name
+    # Every scenario starts from empty stores on disk: an earlier run's data is removed, not emptied
+    # through the stores (FalkorDB 4.x lost attribute names when every node of a month-sized graph
+    # reloaded from disk was deleted and the graph written again in the same session).
+    shutil.rmtree(work, ignore_errors=True)
     result = out / f"{name}.json"
     cmd = [sys.executable, "-m", "ops.bench.run", "--scenario", source, "--pair", pair, "--work", str(work)]
     cmd += ["--result", str(result), *child_args(a)]
