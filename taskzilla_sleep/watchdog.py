@@ -10,15 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from taskzilla_sleep.models import from_ms
 from taskzilla_sleep.settings import WatchdogSettings
-from taskzilla_sleep.steps.distill import LAST_DISTILL
+from taskzilla_sleep.steps.distill import last_distill
 from taskzilla_sleep.stores.cypher import CypherGraphStore
-
-
-def last_distill(graph: CypherGraphStore, team: str) -> datetime | None:
-    raw = graph.get_meta(LAST_DISTILL.format(team=team))
-    return from_ms(int(raw)) if raw else None
 
 
 def watchdog_due(graph: CypherGraphStore, team: str, now: datetime, s: WatchdogSettings) -> tuple[bool, int]:

@@ -43,6 +43,7 @@ from taskzilla_sleep.policies import (
     topic_for,
 )
 from taskzilla_sleep.steps.base import StepContext, one_line
+from taskzilla_sleep.stores.cypher import CypherGraphStore
 
 log = structlog.get_logger(__name__)
 
@@ -124,8 +125,9 @@ def read_watermark(ctx: StepContext) -> datetime | None:
     return from_ms(int(raw)) if raw else None
 
 
-def read_last_distill(ctx: StepContext) -> datetime | None:
-    raw = ctx.graph.get_meta(LAST_DISTILL.format(team=ctx.team))
+def last_distill(graph: CypherGraphStore, team: str) -> datetime | None:
+    """The clock time of the last distill (nightly or watchdog) of ``team``: what the watchdog counts from."""
+    raw = graph.get_meta(LAST_DISTILL.format(team=team))
     return from_ms(int(raw)) if raw else None
 
 
@@ -148,7 +150,7 @@ def plan(ctx: StepContext) -> DistillPlan:
     p.episodes_read = len(episodes)
     is_new: Callable[[Episode], bool]
     if lookback is not None:
-        last = read_last_distill(ctx)
+        last = last_distill(ctx.graph, ctx.team)
         is_new = (lambda e: True) if last is None else (lambda e: e.ingested_at > last)  # noqa: E731
     else:
         is_new = (lambda e: True) if watermark is None else (lambda e: e.ts > watermark)  # noqa: E731
