@@ -16,10 +16,10 @@ from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.ingest import Ingestor, IngestReport, WriteDiscipline
-from taskzilla_sleep.llm.base import DistillRequest, LLMUsage, PatternDraft, ReflectRequest, Verdict
+from taskzilla_sleep.llm.base import DistillRequest, LLMProvider, LLMUsage, PatternDraft, ReflectRequest, Verdict
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_index import write_memory
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance
+from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance, RunTrigger
 from taskzilla_sleep.pipeline import NightResult, run_night
 from taskzilla_sleep.recall import recall
 from taskzilla_sleep.reconcile import reconcile
@@ -39,21 +39,32 @@ class Stack:
     embedder: Embedder
     llm: OfflineProvider
 
-    def night(self, now: datetime, dry_run: bool = False, steps: Any = None) -> NightResult:
+    def night(
+        self,
+        now: datetime,
+        dry_run: bool = False,
+        steps: Any = None,
+        *,
+        llm: LLMProvider | None = None,
+        trigger: RunTrigger = "manual",
+        lookback: timedelta | None = None,
+    ) -> NightResult:
         return run_night(
             settings=self.settings,
             graph=self.graph,
             vectors=self.vectors,
             embedder=self.embedder,
-            llm=self.llm,
+            llm=llm or self.llm,
             now=now,
             dry_run=dry_run,
             steps=steps,
+            trigger=trigger,
+            lookback=lookback,
         )
 
-    def ingest_sample(self, at: datetime = NIGHT) -> IngestReport:
+    def ingestor(self, at: datetime) -> Ingestor:
         s = self.settings.ingest
-        ing = Ingestor(
+        return Ingestor(
             self.graph,
             self.vectors,
             EntityExtractor(s.projects, s.tools),
@@ -61,7 +72,9 @@ class Stack:
             s.max_text_chars,
             lambda: at,
         )
-        return ing.ingest_lines(sample_lines(), "sample")
+
+    def ingest_sample(self, at: datetime = NIGHT) -> IngestReport:
+        return self.ingestor(at).ingest_lines(sample_lines(), "sample")
 
     def snapshot(self) -> dict[str, Any]:
         vecs = {
@@ -323,35 +336,16 @@ class DecliningModel:
 def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Stack) -> None:
     t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
     model = DecliningModel()
-    s = stack.settings.ingest
 
     def ingest(at: datetime, texts: list[str]) -> set[str]:
-        ing = Ingestor(
-            stack.graph,
-            stack.vectors,
-            EntityExtractor(s.projects, s.tools),
-            WriteDiscipline(s.write_discipline),
-            s.max_text_chars,
-            lambda: at,
-        )
         base = {"team": TEAM, "channel": "ops", "ts": at.isoformat(), "provenance": "human"}
         lines = [json.dumps({**base, "author": f"p{i}", "text": t}) for i, t in enumerate(texts)]
-        ing.ingest_lines(lines, "day")
+        stack.ingestor(at).ingest_lines(lines, "day")
         return {e.id for e in stack.graph.episodes_in_window(TEAM, ["raw"], at - timedelta(seconds=1), at)}
 
     def watchdog(at: datetime) -> list[set[str]]:
         before = len(model.asked)
-        result = run_night(
-            settings=stack.settings,
-            graph=stack.graph,
-            vectors=stack.vectors,
-            embedder=stack.embedder,
-            llm=model,
-            now=at,
-            steps=["distill"],
-            trigger="watchdog",
-            lookback=timedelta(hours=2),
-        )
+        result = stack.night(at, steps=["distill"], llm=model, trigger="watchdog", lookback=timedelta(hours=2))
         assert result.ok
         return model.asked[before:]
 
