@@ -164,6 +164,16 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+def one_call_at_a_time(url: str) -> dict[str, str]:
+    """The worker's environment for the LLM stub at ``url``, one call in flight (a step stays mid-flight)."""
+    return {
+        "TASKZILLA__LLM__MODEL": "openai/stub",
+        "TASKZILLA__LLM__API_BASE": url,
+        "OPENAI_API_KEY": "sk-test",
+        "TASKZILLA__LLM__MAX_CONCURRENCY": "1",
+    }
+
+
 def test_sigterm_mid_step_exits_0_and_leaves_consistent_stores(tmp_path: Path) -> None:
     from tests.contract.test_cycle_litellm import good_model
     from tests.llm_stub import LLMStub
@@ -171,12 +181,7 @@ def test_sigterm_mid_step_exits_0_and_leaves_consistent_stores(tmp_path: Path) -
     data = tmp_path / "d"
     assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
     with LLMStub(default=good_model, latency_s=1.5) as stub:
-        env = {
-            "TASKZILLA__LLM__MODEL": "openai/stub",
-            "TASKZILLA__LLM__API_BASE": stub.url,
-            "OPENAI_API_KEY": "sk-test",
-            "TASKZILLA__LLM__MAX_CONCURRENCY": "1",
-        }
+        env = one_call_at_a_time(stub.url)
         with worker(data, "2026-11-28T03:09:55+01:00", speed=10, env=env) as w:
             wait_for("distill in flight", lambda: distilling(w), timeout=60)
             assert stop(w) == 0
@@ -277,12 +282,7 @@ def test_a_second_signal_exits_at_once_and_a_rerun_repairs(tmp_path: Path) -> No
     data = tmp_path / "d"
     assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
     with LLMStub(default=good_model, latency_s=2.0) as stub:
-        env = {
-            "TASKZILLA__LLM__MODEL": "openai/stub",
-            "TASKZILLA__LLM__API_BASE": stub.url,
-            "OPENAI_API_KEY": "sk-test",
-            "TASKZILLA__LLM__MAX_CONCURRENCY": "1",
-        }
+        env = one_call_at_a_time(stub.url)
         with worker(data, "2026-11-28T03:09:55+01:00", speed=10, env=env) as w:
             wait_for("distill in flight", lambda: distilling(w), timeout=60)
             w.send_signal(signal.SIGTERM)
