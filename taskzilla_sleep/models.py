@@ -140,6 +140,10 @@ class Episode(BaseModel):
     ingested_at: datetime
     last_accessed: datetime | None = None
     pinned: bool = False
+    # Set by the nightly distill that took this episode into account (asked about its group, or
+    # found no group for it); None = arrived since, still to be distilled, whatever its ``ts`` says.
+    distilled_at: datetime | None = None
+    distill_attempts: int = 0  # nightly distills whose question about its group got no usable answer
 
     @classmethod
     def from_input(cls, item: EpisodeIn, ingested_at: datetime) -> Episode:
@@ -216,6 +220,7 @@ class Pattern(BaseModel):
     archived_by: str | None = None
     archived_at: datetime | None = None
     archived_reason: str | None = None
+    reflect_attempts: int = 0  # reflects in a row in which a comparison of this pattern got no usable answer
 
 
 class Contradiction(BaseModel):

@@ -24,6 +24,9 @@ def render_night(result: NightResult, graph: CypherGraphStore) -> str:
     out = [f"night {run.id} at {run.now.isoformat()} ({run.trigger})"]
     if result.repaired_drift:
         out.append(f"  repaired {result.repaired_drift} drifted vectors left by an earlier crash")
+    for what in result.resumed:
+        step, _, team = what.partition(":")
+        out.append(f"  finished the {step} of team {team} that an earlier run left half-applied (from its journal)")
     for s in run.steps:
         dur = (s.finished_at - s.started_at).total_seconds() if s.finished_at and s.started_at else 0.0
         counts = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "no changes"

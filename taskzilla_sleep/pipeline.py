@@ -23,7 +23,7 @@ from taskzilla_sleep.models import Pattern, Run, RunTrigger, StepName, StepResul
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.steps import ORDER, STEP_NAMES
-from taskzilla_sleep.steps.base import Abandoned, StepContext
+from taskzilla_sleep.steps.base import Abandoned, NoUsableAnswers, StepContext
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorStore
 
@@ -36,6 +36,7 @@ class NightResult:
     plans: dict[str, list[Any]] = field(default_factory=dict)  # step -> plans (one per team)
     notes: dict[str, list[str]] = field(default_factory=dict)
     repaired_drift: int = 0
+    resumed: list[str] = field(default_factory=list)  # "step:team" finished from a crashed run's journal
 
     @property
     def ok(self) -> bool:
@@ -109,6 +110,14 @@ def run_night(
             run.sizes_before = store_sizes(graph, vectors)
             graph.save_run(run)
         team_list = list(teams) if teams is not None else graph.teams()
+        if not dry_run:
+            # Before anything plans: finish what a crashed run left half-applied, from its journal.
+            for team in graph.teams():
+                for step in ORDER:
+                    if step.resume is not None:
+                        ctx = StepContext(team, now, settings, graph, vectors, embedder, llm, result.notes)
+                        if step.resume(ctx) is not None:
+                            result.resumed.append(f"{step.name}:{team}")
         failed = False
         pending: dict[str, dict[str, Pattern]] = {t: {} for t in team_list}
         for res in run.steps:
@@ -158,6 +167,9 @@ def run_night(
                 failed = True
                 log.warning("step_abandoned", step=res.step, reason=str(exc))
             except Exception as exc:  # a failed step stops the night; the ledger still records it
+                if isinstance(exc, NoUsableAnswers):  # applied what it could: its counts say what
+                    for k, v in exc.counts.items():
+                        res.counts[k] = res.counts.get(k, 0) + int(v)
                 res.status = "failed"
                 res.error = f"{type(exc).__name__}: {exc}"[:500]
                 failed = True

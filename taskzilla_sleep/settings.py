@@ -98,11 +98,13 @@ class DistillSettings(_Section):
     similarity_threshold: float = Field(default=0.60, ge=-1, le=1)
     match_threshold: float = Field(default=0.85, ge=-1, le=1)
     window_days: float = Field(default=7, gt=0)
+    max_attempts: int = Field(default=3, ge=1)  # nights a group without a usable answer is asked
 
 
 class ReflectSettings(_Section):
     stale_after_days: int = Field(default=90, ge=1)
     neighbours: int = Field(default=5, ge=1, le=100)
+    max_attempts: int = Field(default=3, ge=1)  # reflects a comparison without a usable answer is asked
     min_similarity: float = Field(default=0.35, ge=-1, le=1)
 
 

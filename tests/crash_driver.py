@@ -1,10 +1,13 @@
 """Runs the crash-test scenario in one process, resuming after the last finished stage.
 
-    python -m tests.crash_driver PROGRESS_FILE [--fresh] [--snapshot]
+    python -m tests.crash_driver PROGRESS_FILE [--fresh] [--snapshot] [--busy]
 
 Settings come from the environment (TASKZILLA_DATA_DIR, TASKZILLA__GRAPH__BACKEND, ...), exactly
 as for the CLI. ``TASKZILLA_CRASH_AT`` arms a crash point (see taskzilla_sleep/faults.py); the
 test then runs this driver again, unarmed, to finish — as an operator would rerun after a crash.
+The default scenario is the bundled sample week over three nights (with messages delivered late);
+``--busy`` is one night over a generated busy week (ops/bench/generate.py), where a distill has
+dozens of patterns to write and a rerun that re-decided would group differently.
 """
 
 from __future__ import annotations
@@ -35,6 +38,28 @@ def _night(at: datetime) -> Callable[[Services], None]:
     return run
 
 
+# Delivered the morning after night 1, timestamped the day before it (a connector catching up): night 2
+# must distill them (they arrived after night 1, whatever their timestamps say).
+LATE = [
+    ("anna", "Release notes for every deploy go in #releases before the deploy starts."),
+    ("joost", "Every deploy needs its release notes posted in #releases before it starts."),
+    ("sara", "Please post the release notes of a deploy in #releases before you start it."),
+    ("martin", "Before starting any deploy, post its release notes in #releases first."),
+]
+
+
+def _late(s: Services) -> None:
+    ts = NIGHT - timedelta(hours=20)
+    lines = [
+        json.dumps(
+            {"team": "platform", "channel": "ops", "author": a, "text": t, "provenance": "human"}
+            | {"ts": (ts + timedelta(minutes=i)).isoformat()}
+        )
+        for i, (a, t) in enumerate(LATE)
+    ]
+    s.ingestor(clock=lambda: NIGHT + timedelta(hours=6)).ingest_lines(lines, "late")
+
+
 STAGES: list[tuple[str, Callable[[Services], None]]] = [
     ("ingest", lambda s: s.ingestor(clock=lambda: NIGHT).ingest_lines(sample_lines(), "sample") and None),
     (
@@ -47,9 +72,20 @@ STAGES: list[tuple[str, Callable[[Services], None]]] = [
         ),
     ),
     ("night1", _night(NIGHT)),
+    ("late", _late),
     ("night2", _night(NIGHT + timedelta(hours=73))),
     ("night3", _night(NIGHT + timedelta(days=32))),
 ]
+
+
+def _busy_ingest(s: Services) -> None:
+    from ops.bench.generate import generate
+
+    week = generate(days=7, per_day=120, start=(NIGHT - timedelta(days=7)).date())
+    s.ingestor(clock=lambda: NIGHT).ingest_lines([json.dumps(e) for e in week.episodes], "busy")
+
+
+BUSY: list[tuple[str, Callable[[Services], None]]] = [("ingest", _busy_ingest), ("night1", _night(NIGHT))]
 
 
 def main(argv: list[str]) -> int:
@@ -61,7 +97,7 @@ def main(argv: list[str]) -> int:
             s.vectors.delete_all()
             s.graph.ensure_schema()
         done = set(progress.read_text().split()) if progress.exists() else set()
-        for name, stage in STAGES:
+        for name, stage in BUSY if "--busy" in argv else STAGES:
             if name in done:
                 continue
             stage(s)

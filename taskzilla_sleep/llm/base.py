@@ -2,14 +2,17 @@
 
 Every answer is validated against the request before the steps see it (supporting ids must be a
 subset of the group sent, confidence within [0, 1], statement non-empty and at most 300
-characters, subjects among the entities sent). A provider returns ``None`` for "no pattern" and
-raises nothing for a bad answer: bad answers are counted in :class:`LLMUsage` and skipped.
+characters, subjects among the entities sent). A provider returns ``None`` when the model declines
+("no pattern here") and :class:`Unanswered` when no usable answer came back (it failed validation,
+also after the corrective retry). The two are not the same: a decline is a decision, an unusable
+answer is a failure — the question is asked again at the next distill, like after a 5xx.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -84,6 +87,13 @@ class Verdict(BaseModel):
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Unanswered:
+    """No usable answer to one request: what was wrong with the last reply (for logs and the ledger)."""
+
+    reason: str
+
+
 class LLMUsage:
     """Per-run counters; thread-safe because calls run concurrently."""
 
@@ -127,12 +137,12 @@ class LLMProvider(Protocol):
     name: str
     usage: LLMUsage
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
-        """One answer per request, in order; ``None`` = no pattern (or an answer that failed validation)."""
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
+        """One answer per request, in order; ``None`` = the model declined (no pattern in the group)."""
         ...
 
-    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
-        """One verdict per request, in order; ``None`` = no valid answer (the pair is left alone)."""
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
+        """One verdict per request, in order."""
         ...
 
 

@@ -5,7 +5,8 @@ Two kinds of failure, handled differently:
 
 - **A bad answer** (not JSON, wrong shape, or a draft ``validate_draft`` rejects) is the model's
   fault and is normal for small models: it gets ONE corrective retry (the model sees its answer
-  and exactly what was wrong), then the request is skipped (``None``). Counted in ``usage``
+  and exactly what was wrong), then the request is answered with :class:`Unanswered` (the steps
+  ask it again at the next run, a bounded number of times). Counted in ``usage``
   (``invalid_answers``, ``retries``, ``skipped``), logged, never raised.
 - **A transport failure** (429, 5xx, timeout, connection refused) is retried with exponential
   backoff and jitter up to ``max_retries`` times, then raises :class:`LLMError`: a step that can't
@@ -31,7 +32,15 @@ import structlog
 from pydantic import BaseModel
 
 from taskzilla_sleep.errors import ConfigError, LLMError
-from taskzilla_sleep.llm.base import DistillRequest, LLMUsage, PatternDraft, ReflectRequest, Verdict, validate_draft
+from taskzilla_sleep.llm.base import (
+    DistillRequest,
+    LLMUsage,
+    PatternDraft,
+    ReflectRequest,
+    Unanswered,
+    Verdict,
+    validate_draft,
+)
 from taskzilla_sleep.llm.prompts import (
     DISTILL,
     REFLECT,
@@ -94,15 +103,15 @@ class LiteLLMProvider:
 
     # -- the protocol -----------------------------------------------------------------------
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
         return self._run_all(requests, self._distill_one)
 
-    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
         return self._run_all(requests, self._classify_one)
 
     # -- one request --------------------------------------------------------------------------
 
-    def _distill_one(self, req: DistillRequest, abort: threading.Event) -> PatternDraft | None:
+    def _distill_one(self, req: DistillRequest, abort: threading.Event) -> PatternDraft | Unanswered | None:
         if len({e.id for e in req.episodes}) < req.min_support:
             # No answer could pass validate_draft: don't pay for the question.
             log.debug("llm_distill_group_too_small", group=req.group_key, episodes=len(req.episodes))
@@ -114,9 +123,9 @@ class LiteLLMProvider:
         answer = self._ask(
             DISTILL, distill_messages(req), distill_max_tokens(req), check, abort, {"group": req.group_key}
         )
-        return answer.pattern if answer is not None else None
+        return answer if isinstance(answer, Unanswered) else answer.pattern
 
-    def _classify_one(self, req: ReflectRequest, abort: threading.Event) -> Verdict | None:
+    def _classify_one(self, req: ReflectRequest, abort: threading.Event) -> Verdict | Unanswered:
         return self._ask(
             REFLECT, reflect_messages(req), REFLECT_MAX_TOKENS, _accept, abort, {"new": req.new.id, "old": req.old.id}
         )
@@ -129,8 +138,8 @@ class LiteLLMProvider:
         check: Callable[[AnswerT], str | None],
         abort: threading.Event,
         context: dict[str, str],
-    ) -> AnswerT | None:
-        """The validated answer, after at most one corrective retry; None when it stays invalid."""
+    ) -> AnswerT | Unanswered:
+        """The validated answer, after at most one corrective retry; Unanswered when it stays invalid."""
         reason = ""
         for attempt in (1, 2):
             reply = self._complete(prompt, messages, max_tokens, abort)
@@ -144,7 +153,7 @@ class LiteLLMProvider:
                 messages = [*messages, {"role": "assistant", "content": reply.content or ""}, prompt.correction(reason)]
         self.usage.add("skipped")
         log.warning("llm_answer_skipped", kind=prompt.name, reason=reason, **context)
-        return None
+        return Unanswered(reason)
 
     def _complete(
         self, prompt: Prompt[Any], messages: list[ChatMessage], max_tokens: int, abort: threading.Event

@@ -18,6 +18,7 @@ from taskzilla_sleep.llm.base import (
     LLMUsage,
     PatternDraft,
     ReflectRequest,
+    Unanswered,
     Verdict,
     validate_draft,
 )
@@ -46,10 +47,10 @@ class OfflineProvider:
         self._embedder = embedder
         self.usage = LLMUsage()
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
         return [self._distill(r) for r in requests]
 
-    def _distill(self, req: DistillRequest) -> PatternDraft | None:
+    def _distill(self, req: DistillRequest) -> PatternDraft | Unanswered | None:
         eps = [e for e in req.episodes if len(content_words(e.text)) >= 4]
         if len({e.id for e in eps}) < req.min_support:
             return None
@@ -78,12 +79,13 @@ class OfflineProvider:
             confidence=round(min(1.0, 0.4 + 0.6 * cohesion(vectors)), 4),
             supporting_ids=tuple(e.id for e in eps),
         )
-        if validate_draft(req, draft) is not None:
+        problem = validate_draft(req, draft)
+        if problem is not None:
             self.usage.add("invalid_answers")
-            return None
+            return Unanswered(problem)
         return draft
 
-    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
         return [self._classify(r) for r in requests]
 
     def _classify(self, req: ReflectRequest) -> Verdict:

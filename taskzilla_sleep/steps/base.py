@@ -10,12 +10,22 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from taskzilla_sleep.errors import LLMError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.models import Pattern
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorKind, VectorStore
+
+
+class NoUsableAnswers(LLMError):
+    """No question of the step got a usable answer. What could be applied was (the attempt is
+    recorded, so the questions are asked again next time); the step fails, as after a 5xx."""
+
+    def __init__(self, message: str, counts: dict[str, int]) -> None:
+        super().__init__(message)
+        self.counts = counts
 
 
 class Abandoned(Exception):  # noqa: N818 - a state, not an error: the step was left on purpose

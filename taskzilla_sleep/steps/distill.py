@@ -1,17 +1,30 @@
-"""03:10 distill: recent raw episodes -> patterns with a ledger-based confidence.
+"""03:10 distill: raw episodes -> patterns with a ledger-based confidence.
 
-Plan: read raw, learnable episodes of the window, group them (embedding similarity + shared
-entities), ask the model about each group that holds at least one episode newer than the
-watermark, match each answer against existing patterns (evidence overlap or statement
-similarity -> bump instead of duplicate), then rescore every live pattern from its ledger.
-Apply: per pattern ONE graph write (pattern + evidence links + absorption), then the vectors
-of the patterns written (one call), then the watermark. A crash anywhere is repaired by
-rerunning: pattern ids are derived from their supporting episodes, writes are MERGEs, and the run
-starts with a reconcile.
+Read: the raw episodes of the window (``distill.window_days`` by ``ts``) and every raw episode that
+arrived since the last nightly distill, whatever its ``ts`` says (a bot's backlog, an import, a
+connector catching up). A group goes to the model only when it holds something new: for the
+night, an episode that no nightly distill has taken into account yet (``distilled_at`` unset); for
+the watchdog, an episode ingested since the last distill of any kind.
+
+Plan: group, ask, match each answer against existing patterns (evidence overlap or statement
+similarity -> bump instead of duplicate), rescore every live pattern from its ledger, and mark
+what the night took into account. A group whose answer was unusable (invalid even after the
+corrective retry) keeps its new episodes pending: the next night asks again, at most
+``distill.max_attempts`` times in all, then gives up and reports it. A distill in which no question
+got a usable answer is a failed step (like a 5xx), after recording the attempt.
+
+Apply, write-ahead: the whole plan first goes to a journal in the graph (one write); then one graph
+write per pattern (pattern + evidence links + absorption), the vectors of the patterns written (one
+call), the episodes' marks, and last, in one write, the time of this distill with the journal's
+end. A crash anywhere in between is finished from the journal when the next run starts (before any
+step plans): the rerun applies the first attempt's decisions instead of re-deciding from stores the
+crash left half-written, so it ends where an uninterrupted run ends.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,7 +34,7 @@ import numpy as np
 import structlog
 
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft
+from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import (
     PATTERN_LIVE,
     Episode,
@@ -42,13 +55,16 @@ from taskzilla_sleep.policies import (
     status_for,
     topic_for,
 )
-from taskzilla_sleep.steps.base import StepContext, one_line
+from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext, one_line
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 
 log = structlog.get_logger(__name__)
 
-WATERMARK = "distill_watermark:{team}"
 LAST_DISTILL = "last_distill_at:{team}"  # nightly or watchdog: the watchdog's cooldown counts from it
+JOURNAL = "distill_journal:{team}"  # the plan being applied ("" when none is)
+# Written by versions whose nightly "new" meant "timestamped after the last night": an episode stored
+# and timestamped before it was distilled then. Read only, to carry such stores over.
+LEGACY_WATERMARK = "distill_watermark:{team}"
 
 
 @dataclass
@@ -59,6 +75,10 @@ class PatternChange:
     absorb: list[str]  # episode ids to absorb into this pattern
     unabsorb: list[str]  # episode ids to give back (pattern fell below the floor)
     before: Pattern | None = None
+    # A digest of the pattern as the plan read it (None: a new pattern). Finishing a journal after a
+    # crash applies a change only to a pattern still in that state: one the first attempt already
+    # wrote is left as it is, and so is one somebody else changed since (a person's resolution).
+    before_digest: str | None = None
 
 
 @dataclass
@@ -66,12 +86,19 @@ class DistillPlan:
     team: str
     now: datetime
     step: str = "distill"
+    lookback: timedelta | None = None
     changes: list[PatternChange] = field(default_factory=list)
+    # What the night took into account: {"id": episode id, "set": properties} (nightly only).
+    marks: list[dict[str, Any]] = field(default_factory=list)
     groups: int = 0
-    skipped_groups: int = 0
+    skipped_groups: int = 0  # asked, no usable answer
+    retry_groups: int = 0  # ... whose new episodes stay pending for the next night
+    given_up_groups: int = 0  # ... asked distill.max_attempts times: given up (reported)
     pinned_matches: int = 0
     episodes_read: int = 0
     new_episodes: int = 0
+    failure: str | None = None  # no question got a usable answer: the step fails after applying
+    resumed: bool = False  # finished from the journal of an interrupted run
 
     def lines(self) -> list[str]:
         out = []
@@ -100,6 +127,10 @@ class DistillPlan:
                 )
             if c.unabsorb:
                 out.append(f"    un-absorb {len(c.unabsorb)} episodes (below the floor)")
+        if self.retry_groups:
+            out.append(f"? {self.retry_groups} group(s) got no usable answer: asked again next night")
+        if self.given_up_groups:
+            out.append(f"! {self.given_up_groups} group(s) got no usable answer in any attempt: given up")
         return out
 
     def counts(self) -> dict[str, int]:
@@ -113,16 +144,13 @@ class DistillPlan:
             "absorbed": sum(len(c.absorb) for c in self.changes),
             "unabsorbed": sum(len(c.unabsorb) for c in self.changes),
             "skipped_groups": self.skipped_groups,
+            "retry_groups": self.retry_groups,
+            "given_up_groups": self.given_up_groups,
             "pinned_matches": self.pinned_matches,
         }
 
     def empty(self) -> bool:
-        return not self.changes
-
-
-def read_watermark(ctx: StepContext) -> datetime | None:
-    raw = ctx.graph.get_meta(WATERMARK.format(team=ctx.team))
-    return from_ms(int(raw)) if raw else None
+        return not (self.changes or self.marks)
 
 
 def last_distill(graph: CypherGraphStore, team: str) -> datetime | None:
@@ -131,29 +159,39 @@ def last_distill(graph: CypherGraphStore, team: str) -> datetime | None:
     return from_ms(int(raw)) if raw else None
 
 
-def plan(ctx: StepContext) -> DistillPlan:
-    """``ctx.lookback`` set: a watchdog distill over that window only.
+def _legacy_watermark(ctx: StepContext) -> datetime | None:
+    raw = ctx.graph.get_meta(LEGACY_WATERMARK.format(team=ctx.team))
+    return from_ms(int(raw)) if raw else None
 
-    A group goes to the model only when it holds something new: for the night, an episode after the
-    distill watermark; for the watchdog, an episode ingested since the last distill (nightly or
-    watchdog — what the watchdog's trigger counts). A lookback group with nothing new was in the
-    stores at the last distill; asking again would spend a call on what the model already saw, and
-    the night re-reads the whole window anyway.
-    """
+
+def pending_for_night(e: Episode, legacy: datetime | None) -> bool:
+    """Not yet taken into account by a nightly distill."""
+    if e.distilled_at is not None:
+        return False
+    return legacy is None or e.ts > legacy or e.ingested_at > legacy
+
+
+def plan(ctx: StepContext) -> DistillPlan:
+    """``ctx.lookback`` set: a watchdog distill over that window only (it marks nothing: the night
+    still reads the day). A lookback group with nothing new was in the stores at the last distill;
+    asking again would spend a call on what the model already saw."""
     lookback = ctx.lookback
     s = ctx.settings.distill
-    p = DistillPlan(team=ctx.team, now=ctx.now)
-    watermark = read_watermark(ctx)
+    p = DistillPlan(team=ctx.team, now=ctx.now, lookback=lookback)
     window = lookback or timedelta(days=s.window_days)
     episodes = ctx.graph.episodes_in_window(ctx.team, [EpisodeStatus.RAW.value], ctx.now - window, ctx.now)
-    learnable = distinct_texts([e for e in episodes if is_learnable(e)])
-    p.episodes_read = len(episodes)
     is_new: Callable[[Episode], bool]
     if lookback is not None:
         last = last_distill(ctx.graph, ctx.team)
         is_new = (lambda e: True) if last is None else (lambda e: e.ingested_at > last)  # noqa: E731
     else:
-        is_new = (lambda e: True) if watermark is None else (lambda e: e.ts > watermark)  # noqa: E731
+        legacy = _legacy_watermark(ctx)
+        # Arrived since the last night but timestamped before the window: read them too.
+        late = ctx.graph.pending_raw_episodes(ctx.team, ctx.now - window, legacy)
+        episodes = sorted({e.id: e for e in [*episodes, *late]}.values(), key=lambda e: (e.ts, e.id))
+        is_new = lambda e: pending_for_night(e, legacy)  # noqa: E731
+    learnable = distinct_texts([e for e in episodes if is_learnable(e)])
+    p.episodes_read = len(episodes)
     p.new_episodes = sum(1 for e in learnable if is_new(e))
 
     patterns = {x.id: x for x in ctx.graph.patterns(ctx.team)}
@@ -161,6 +199,7 @@ def plan(ctx: StepContext) -> DistillPlan:
     evidence_eps = _episodes_by_id(ctx, {eid for x in live.values() for eid in x.evidence_ids})
 
     drafts: list[tuple[list[Episode], PatternDraft | None]] = []
+    unanswered: list[tuple[list[Episode], Unanswered]] = []
     if p.new_episodes:
         vecs = ctx.vectors_of("episodes", [e.id for e in learnable])
         ents = ctx.graph.episode_entities([e.id for e in learnable])
@@ -200,17 +239,29 @@ def plan(ctx: StepContext) -> DistillPlan:
             for g in groups
         ]
         answers = ctx.llm.distill_many(requests)
-        drafts = [([c.episode for c in g.members], a) for g, a in zip(groups, answers, strict=True)]
+        for g, a in zip(groups, answers, strict=True):
+            members = [c.episode for c in g.members]
+            if isinstance(a, Unanswered):
+                unanswered.append((members, a))
+            else:
+                drafts.append((members, a))
     else:
         ents = {}
+    p.skipped_groups = len(unanswered)
+    if unanswered and not drafts:
+        p.failure = (
+            f"distill {ctx.team}: none of {len(unanswered)} group(s) got a usable answer from the model "
+            f"(last: {unanswered[-1][1].reason[:200]})"
+        )
+    if lookback is None:
+        _mark(p, episodes, unanswered, is_new, s.max_attempts)
 
     working: dict[str, Pattern] = dict(live)
     changes: dict[str, PatternChange] = {}
     pvecs = ctx.vectors_of("patterns", list(live)) if drafts else {}
     for members, draft in drafts:
         if draft is None:
-            p.skipped_groups += 1
-            continue
+            continue  # the model declined: nothing in this group is a belief
         by_id = {e.id: e for e in members}
         support = sorted(set(draft.supporting_ids))
         for e in (by_id[i] for i in support):
@@ -227,7 +278,8 @@ def plan(ctx: StepContext) -> DistillPlan:
         if target is None:
             pid = pattern_id(ctx.team, support)
             kinds = {r["name"]: r["kind"] for r in subjects}
-            channel = max({e.channel for e in members}, key=lambda ch: sum(e.channel == ch for e in members))
+            # Ties go to the first channel by name (not to set order, which differs between processes).
+            channel = max(sorted({e.channel for e in members}), key=lambda ch: sum(e.channel == ch for e in members))
             new = Pattern(
                 id=pid,
                 team=ctx.team,
@@ -323,8 +375,38 @@ def plan(ctx: StepContext) -> DistillPlan:
             unabsorb,
             before=prev.before if prev else pat,
         )
+    for c in changes.values():
+        c.before_digest = _digest(c.before) if c.before is not None else None
     p.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
     return p
+
+
+def _mark(
+    p: DistillPlan,
+    read: Sequence[Episode],
+    unanswered: Sequence[tuple[list[Episode], Unanswered]],
+    is_new: Callable[[Episode], bool],
+    max_attempts: int,
+) -> None:
+    """What the night took into account. The new episodes of a group without a usable answer stay
+    pending (one attempt more) until ``max_attempts``; then they are given up like the rest."""
+    now = to_ms(p.now)
+    failed: dict[str, Episode] = {}
+    for members, _ in unanswered:
+        news = [e for e in members if is_new(e)]
+        if any(e.distill_attempts + 1 < max_attempts for e in news):
+            p.retry_groups += 1
+        else:
+            p.given_up_groups += 1
+        failed.update({e.id: e for e in news})
+    for e in sorted((e for e in read if is_new(e)), key=lambda e: e.id):
+        f = failed.get(e.id)
+        if f is None:
+            p.marks.append({"id": e.id, "set": {"distilled_at": now}})
+        elif f.distill_attempts + 1 < max_attempts:
+            p.marks.append({"id": e.id, "set": {"distill_attempts": f.distill_attempts + 1}})
+        else:
+            p.marks.append({"id": e.id, "set": {"distill_attempts": f.distill_attempts + 1, "distilled_at": now}})
 
 
 _KIND_RANK = {"project": 0, "tool": 1, "topic": 2, "person": 3, "channel": 4}
@@ -395,6 +477,9 @@ def _match(
 
 
 def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
+    if not plan.resumed:
+        ctx.graph.set_meta(JOURNAL.format(team=ctx.team), json.dumps(_to_journal(plan)))
+        crashpoint("distill.after_journal")
     written: list[Pattern] = []
     try:
         _write_patterns(ctx, plan, written)
@@ -410,17 +495,108 @@ def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
                 [p.statement for p in live],
                 [{"kind": p.kind.value, "topic": p.topic} for p in live],
             )
+    for i in range(0, len(plan.marks), MARK_BATCH):
+        ctx.check_stop()
+        ctx.graph.set_episodes(plan.marks[i : i + MARK_BATCH])
     crashpoint("distill.before_watermark")
-    # The watermark moves last: a crash before it means the next run re-reads the same episodes. A
-    # watchdog distill (lookback) leaves the nightly watermark alone: the night still reads the day.
-    if ctx.lookback is None:
-        ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
-    ctx.graph.set_meta(LAST_DISTILL.format(team=ctx.team), str(to_ms(ctx.now)))
+    # The end, in one write: when this distill ran (the watchdog's cooldown counts from it) and the
+    # journal closed. Before it, a crash leaves the journal, which the next run finishes.
+    ctx.graph.finish_journal(LAST_DISTILL.format(team=ctx.team), str(to_ms(plan.now)), JOURNAL.format(team=ctx.team))
+    if plan.failure:
+        raise NoUsableAnswers(plan.failure, plan.counts())
     return plan.counts()
 
 
+MARK_BATCH = 2000
+
+
+def resume(ctx: StepContext) -> dict[str, int] | None:
+    """Finish the apply of a distill a crash (or a shutdown) left half-done, from its journal.
+
+    Its decisions were taken from the stores as they were before its first write; taking them again
+    from what the crash left would give other answers. A change to a pattern that somebody else
+    has changed since (a person resolving a contradiction) is skipped, not overwritten."""
+    key = JOURNAL.format(team=ctx.team)
+    raw = ctx.graph.get_meta(key)
+    if not raw:
+        return None
+    try:
+        plan = _from_journal(json.loads(raw))
+    except (ValueError, KeyError, TypeError) as exc:
+        # A journal this version cannot read must not fail every later night: set it aside, say so.
+        log.error("distill_journal_unreadable", team=ctx.team, error=str(exc)[:300], kept_as=f"{key}:unreadable")
+        ctx.graph.set_meta(f"{key}:unreadable", raw)
+        ctx.graph.set_meta(key, "")
+        return None
+    current = {x.id: _digest(x) for x in ctx.graph.patterns_by_id([c.pattern.id for c in plan.changes])}
+    kept = [c for c in plan.changes if current.get(c.pattern.id) == c.before_digest]
+    for c in plan.changes:
+        if c not in kept and current[c.pattern.id] != _digest(c.pattern):
+            log.warning("distill_resume_skipped", pattern_id=c.pattern.id, reason="changed since the plan")
+    plan.changes = kept
+    log.info("distill_resumed", team=ctx.team, planned_at=plan.now.isoformat(), changes=len(kept))
+    try:
+        return apply(ctx, plan)
+    except NoUsableAnswers:
+        return plan.counts()  # the interrupted run already reported its failure
+
+
+def _to_journal(plan: DistillPlan) -> dict[str, Any]:
+    return {
+        "team": plan.team,
+        "now": plan.now.isoformat(),
+        "lookback_s": plan.lookback.total_seconds() if plan.lookback is not None else None,
+        "changes": [
+            {
+                "pattern": c.pattern.model_dump(mode="json"),
+                "action": c.action,
+                "subject_keys": c.subject_keys,
+                "absorb": c.absorb,
+                "unabsorb": c.unabsorb,
+                "before_digest": c.before_digest,
+            }
+            for c in plan.changes
+        ],
+        "marks": plan.marks,
+        "counts": plan.counts(),
+        "failure": plan.failure,
+    }
+
+
+def _from_journal(d: dict[str, Any]) -> DistillPlan:
+    counts = d.get("counts", {})
+    plan = DistillPlan(
+        team=d["team"],
+        now=datetime.fromisoformat(d["now"]),
+        lookback=timedelta(seconds=d["lookback_s"]) if d.get("lookback_s") is not None else None,
+        changes=[
+            PatternChange(
+                Pattern.model_validate(c["pattern"]),
+                c["action"],
+                list(c["subject_keys"]),
+                list(c["absorb"]),
+                list(c["unabsorb"]),
+                before_digest=c.get("before_digest"),
+            )
+            for c in d["changes"]
+        ],
+        marks=list(d["marks"]),
+        failure=d.get("failure"),
+        resumed=True,
+    )
+    for name in ("groups", "skipped_groups", "retry_groups", "given_up_groups", "pinned_matches"):
+        setattr(plan, name, int(counts.get(name, 0)))
+    plan.episodes_read = int(counts.get("episodes_read", 0))
+    plan.new_episodes = int(counts.get("new_episodes", 0))
+    return plan
+
+
+def _digest(p: Pattern) -> str:
+    return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
 def _write_patterns(ctx: StepContext, plan: DistillPlan, written: list[Pattern]) -> None:
-    now_ms = to_ms(ctx.now)
+    now_ms = to_ms(plan.now)
     for c in plan.changes:
         ctx.check_stop()
         pat = c.pattern

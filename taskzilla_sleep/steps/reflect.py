@@ -4,6 +4,11 @@ Neighbours come from the vectors (most similar live patterns) and the graph (pat
 same entities). The model classifies each (new, old) pair: same -> merge (older id kept, evidence
 summed), refines/compatible -> link, contradicts -> a Contradiction with both beliefs kept and
 marked contested. Nothing is overwritten; pinned facts are never merged or contested away.
+
+A comparison whose answer was unusable (invalid even after the corrective retry) is not a verdict:
+the pattern is compared again at the next reflect, at most ``reflect.max_attempts`` times in all
+(then given up and reported), and a reflect in which no comparison got a usable answer is a failed
+step, like a 5xx.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import numpy as np
 import structlog
 
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.llm.base import PatternView, ReflectRequest, Verdict
+from taskzilla_sleep.llm.base import PatternView, ReflectRequest, Unanswered, Verdict
 from taskzilla_sleep.models import (
     PATTERN_LIVE,
     Contradiction,
@@ -27,7 +32,7 @@ from taskzilla_sleep.models import (
     to_ms,
 )
 from taskzilla_sleep.policies import Ledger, contradiction_id, is_stale, ledger_confidence
-from taskzilla_sleep.steps.base import StepContext, one_line
+from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext, one_line
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +56,9 @@ class ReflectPlan:
     stale: list[Pattern] = field(default_factory=list)
     compared: int = 0
     unanswered: int = 0
+    given_up: int = 0  # patterns whose comparison got no usable answer in reflect.max_attempts reflects
+    attempts: list[dict[str, object]] = field(default_factory=list)  # {"id", "set": {"reflect_attempts"}}
+    failure: str | None = None  # no comparison got a usable answer: the step fails after applying
     statements: dict[str, str] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
@@ -67,6 +75,8 @@ class ReflectPlan:
             f"? stale (listed, not removed) {p.id} last seen {p.last_seen.date()} {one_line(p.statement)}"
             for p in self.stale
         ]
+        if self.unanswered:
+            out.append(f"? {self.unanswered} comparison(s) got no usable answer ({self.given_up} given up)")
         return out
 
     def counts(self) -> dict[str, int]:
@@ -77,6 +87,7 @@ class ReflectPlan:
             "contradictions": len(self.contradictions),
             "stale": len(self.stale),
             "unanswered": self.unanswered,
+            "given_up": self.given_up,
         }
 
     def empty(self) -> bool:
@@ -91,8 +102,9 @@ def plan(ctx: StepContext) -> ReflectPlan:
     live = {i: x for i, x in patterns.items() if x.status in PATTERN_LIVE}
     p.statements = {i: x.statement for i, x in patterns.items()}
     p.stale = [x for x in live.values() if is_stale(x, ctx.now, timedelta(days=ctx.settings.reflect.stale_after_days))]
+    retry = ctx.settings.reflect.max_attempts
     changed = sorted(
-        (x for x in live.values() if watermark is None or x.updated_at > watermark),
+        (x for x in live.values() if watermark is None or x.updated_at > watermark or 0 < x.reflect_attempts < retry),
         key=lambda x: (x.first_seen, x.id),
     )
     if not changed or len(live) < 2:
@@ -106,6 +118,7 @@ def plan(ctx: StepContext) -> ReflectPlan:
     decided |= {(b, a) for a, b in decided}
 
     pairs: list[tuple[Pattern, Pattern, float]] = []
+    origin: list[str] = []  # the changed pattern each pair was found for
     seen: set[tuple[str, str]] = set()
     for new in changed:
         if new.id not in vecs:
@@ -127,19 +140,33 @@ def plan(ctx: StepContext) -> ReflectPlan:
                 continue
             seen.add(key)
             pairs.append((new_, old_, sim))
+            origin.append(new.id)
 
     requests = [ReflectRequest(team=ctx.team, new=_view(n), old=_view(o), similarity=round(s, 4)) for n, o, s in pairs]
     verdicts = ctx.llm.classify_many(requests)
     p.compared = len(pairs)
     gone: set[str] = set()
     absorbed = {e.id: e for e in ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])}
-    for (new, old, _sim), verdict in zip(pairs, verdicts, strict=True):
-        if verdict is None:
+    failed: set[str] = set()
+    for (new, old, _sim), why, verdict in zip(pairs, origin, verdicts, strict=True):
+        if isinstance(verdict, Unanswered):
             p.unanswered += 1
+            failed.add(why)
             continue
         if new.id in gone or old.id in gone:
             continue
         _decide(ctx, p, new, old, verdict, gone, absorbed)
+    for x in changed:
+        attempts = x.reflect_attempts + 1 if x.id in failed else 0
+        p.given_up += x.id in failed and attempts >= retry
+        if attempts != x.reflect_attempts:
+            p.attempts.append({"id": x.id, "set": {"reflect_attempts": attempts}})
+    if pairs and p.unanswered == len(pairs):
+        last = next(v for v in reversed(verdicts) if isinstance(v, Unanswered))
+        p.failure = (
+            f"reflect {ctx.team}: none of {len(pairs)} comparison(s) got a usable answer from the model "
+            f"(last: {last.reason[:200]})"
+        )
     return p
 
 
@@ -227,5 +254,8 @@ def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
         log.warning("contradiction_opened", contradiction_id=c.id, old=old.id, new=new.id, team=ctx.team)
     ctx.notes.setdefault("stale", []).extend(f"{x.id}: {one_line(x.statement, 80)}" for x in plan.stale)
     crashpoint("reflect.before_watermark")
-    ctx.graph.set_meta(WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    # The comparisons to ask again and the watermark, in one write.
+    ctx.graph.set_patterns_and_meta(plan.attempts, WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    if plan.failure:
+        raise NoUsableAnswers(plan.failure, plan.counts())
     return plan.counts()

@@ -46,6 +46,15 @@ WHERE e.team = $team AND e.status IN $statuses AND e.ts > $from AND e.ts <= $to
 RETURN properties(e) AS p
 """
 
+# Arrived since the last nightly distill (``distilled_at`` unset) but timestamped before the window.
+# ``$legacy``: stores of versions without ``distilled_at`` count what their last night covered.
+Q_PENDING_RAW_BEFORE = """
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status = 'raw' AND e.ts <= $before AND e.distilled_at IS NULL
+  AND (e.ts > $legacy OR e.ingested_at > $legacy)
+RETURN properties(e) AS p
+"""
+
 Q_EPISODES_BY_STATUS = """
 MATCH (e:Episode)
 WHERE e.team = $team AND e.status IN $statuses
@@ -199,6 +208,19 @@ RETURN count(e) AS n
 
 Q_GET_META = "MATCH (m:Meta {key: $key}) RETURN m.value AS value"
 Q_SET_META = "MERGE (m:Meta {key: $key}) SET m.value = $value"
+# One write: a step's mark of time and the end of its journal.
+Q_FINISH_JOURNAL = """
+MERGE (m:Meta {key: $key}) SET m.value = $value
+MERGE (j:Meta {key: $journal}) SET j.value = ''
+"""
+# One write: reflect's per-pattern bookkeeping and its watermark.
+Q_SET_PATTERNS_AND_META = """
+MERGE (m:Meta {key: $key}) SET m.value = $value
+WITH m
+UNWIND $rows AS row
+MATCH (p:Pattern {id: row.id})
+SET p += row.set
+"""
 
 Q_SAVE_RUN = "MERGE (r:Run {id: $id}) SET r += $props"
 Q_RUNS = "MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n"
@@ -279,6 +301,14 @@ class CycleQueries:
         from taskzilla_sleep.stores.cypher import episode_from_props
 
         rows = self._read(Q_STALE_RAW, {"team": team, "cutoff": to_ms(cutoff)})
+        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+
+    def pending_raw_episodes(self, team: str, before: datetime, legacy: datetime | None) -> list[Episode]:
+        """Raw episodes no nightly distill has taken into account, timestamped at or before ``before``."""
+        from taskzilla_sleep.stores.cypher import episode_from_props
+
+        params = {"team": team, "before": to_ms(before), "legacy": to_ms(legacy) if legacy else -1}
+        rows = self._read(Q_PENDING_RAW_BEFORE, params)
         return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
 
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
@@ -408,6 +438,14 @@ class CycleQueries:
 
     def set_meta(self, key: str, value: str) -> None:
         self._write(Q_SET_META, {"key": key, "value": value})
+
+    def finish_journal(self, key: str, value: str, journal: str) -> None:
+        """Set meta ``key`` and empty meta ``journal``, atomically."""
+        self._write(Q_FINISH_JOURNAL, {"key": key, "value": value, "journal": journal})
+
+    def set_patterns_and_meta(self, rows: Sequence[Row], key: str, value: str) -> None:
+        """``rows`` as set_patterns, and meta ``key``, atomically."""
+        self._write(Q_SET_PATTERNS_AND_META, {"rows": [dict(r) for r in rows], "key": key, "value": value})
 
     def save_run(self, run: Run) -> None:
         props = {

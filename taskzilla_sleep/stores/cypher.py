@@ -145,6 +145,8 @@ def episode_props(ep: Episode) -> Row:
         "ingested_at": to_ms(ep.ingested_at),
         "last_accessed": to_ms(ep.last_accessed) if ep.last_accessed else None,
         "pinned": ep.pinned,
+        "distilled_at": to_ms(ep.distilled_at) if ep.distilled_at else None,
+        "distill_attempts": ep.distill_attempts or None,
     }
     return {k: v for k, v in props.items() if v is not None}
 
@@ -170,6 +172,8 @@ def episode_from_props(p: Row) -> Episode:
         ingested_at=t("ingested_at"),
         last_accessed=t("last_accessed"),
         pinned=bool(p.get("pinned", False)),
+        distilled_at=t("distilled_at"),
+        distill_attempts=int(p.get("distill_attempts") or 0),
     )
 
 

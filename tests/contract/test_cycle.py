@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,14 +16,22 @@ from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.ingest import Ingestor, IngestReport, WriteDiscipline
-from taskzilla_sleep.llm.base import DistillRequest, LLMProvider, LLMUsage, PatternDraft, ReflectRequest, Verdict
+from taskzilla_sleep.llm.base import (
+    DistillRequest,
+    LLMProvider,
+    LLMUsage,
+    PatternDraft,
+    ReflectRequest,
+    Unanswered,
+    Verdict,
+)
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_index import write_memory
 from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance, RunTrigger
 from taskzilla_sleep.pipeline import NightResult, run_night
 from taskzilla_sleep.recall import recall
 from taskzilla_sleep.reconcile import reconcile
-from taskzilla_sleep.settings import Settings, load_settings
+from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorStore
 
@@ -83,41 +91,6 @@ class Stack:
             for k in ("episodes", "patterns")
         }  # type: ignore[attr-defined]
         return {"graph": self.graph.export(), "vectors": vecs}
-
-
-@pytest.fixture(
-    params=[
-        "falkordb+chroma-embedded",
-        pytest.param("neo4j+chroma-server", marks=[pytest.mark.neo4j, pytest.mark.chroma_server]),
-    ]
-)
-def stack(request: pytest.FixtureRequest, tmp_path: Path, offline_embedder: Embedder) -> Iterator[Stack]:
-    from taskzilla_sleep.stores.chroma import ChromaVectorStore
-
-    settings = load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)})
-    graph: CypherGraphStore
-    if request.param.startswith("falkordb"):
-        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
-
-        graph = FalkorDBGraphStore.start(tmp_path / "falkordb")
-        vectors: VectorStore = ChromaVectorStore.embedded(tmp_path / "chroma", offline_embedder)
-    else:
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
-        from tests.neo4j_service import neo4j_auth
-
-        graph = Neo4jGraphStore(request.getfixturevalue("neo4j_uri"), neo4j_auth())
-        graph.delete_all()
-        host, port = request.getfixturevalue("chroma_address")
-        vectors = ChromaVectorStore.server(host, port, offline_embedder)
-        vectors.delete_all()
-    graph.ensure_schema()
-    try:
-        yield Stack(settings, graph, vectors, offline_embedder, OfflineProvider(offline_embedder))
-    finally:
-        graph.delete_all()
-        vectors.delete_all()
-        vectors.close()
-        graph.close()
 
 
 def test_a_night_over_the_sample_week(stack: Stack) -> None:
@@ -325,12 +298,12 @@ class DecliningModel:
         self.usage = LLMUsage()
         self.asked: list[set[str]] = []
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
         self.asked += [{e.id for e in r.episodes} for r in requests]
         return [None for _ in requests]
 
-    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
-        return [None for _ in requests]
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
+        return [Verdict(relation="unrelated") for _ in requests]
 
 
 def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Stack) -> None:

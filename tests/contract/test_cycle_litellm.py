@@ -121,17 +121,25 @@ def test_a_night_through_litellm_over_http(stack: Stack) -> None:
     assert calls <= 0.1 * (handed.new + handed.skipped) and calls <= 0.2 * stored
 
 
-def test_a_lying_model_never_writes_a_pattern(stack: Stack) -> None:
+def test_a_lying_model_never_writes_a_pattern_and_its_questions_are_asked_again(stack: Stack) -> None:
     stack.ingest_sample()
     with LLMStub(default=liar_model) as stub:
         provider = _provider(stub.url)
         stack.llm = provider  # type: ignore[assignment]
         result = stack.night(NIGHT)
-    assert result.ok
     assert stack.graph.patterns(TEAM) == []
     assert stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value]) == []
-    assert result.run.steps[1].counts["skipped_groups"] >= 3
     assert provider.usage.invalid_answers >= 6 and provider.usage.skipped >= 3  # one corrective retry each
+    # Answers that fail validation are not treated better than a 5xx: no usable answer at all is a
+    # failed step, recorded with its counts, and the questions are still open.
+    distill = result.run.steps[1]
+    assert not result.ok and distill.status == "failed" and "usable answer" in (distill.error or "")
+    assert distill.counts["skipped_groups"] >= 3 and distill.counts["retry_groups"] == distill.counts["skipped_groups"]
+    with LLMStub(default=good_model) as stub:
+        stack.llm = _provider(stub.url)  # type: ignore[assignment]
+        rerun = stack.night(NIGHT)
+    assert rerun.ok, [s.error for s in rerun.run.steps]
+    assert rerun.run.steps[1].counts["patterns_added"] >= 3
 
 
 def test_an_unreachable_model_fails_the_step_and_records_it(stack: Stack) -> None:

@@ -205,9 +205,11 @@ def test_a_failing_step_stops_the_night_and_the_ledger_records_it(stack: Stack, 
     assert stored.id == result.run.id and stored.finished_at is not None
     assert [(s.step, s.status) for s in stored.steps] == statuses(result)
     assert stored.steps[1].error == "RuntimeError: model endpoint exploded"
-    # Nothing of the failed step was written: no pattern, and the watermark did not move.
+    # Nothing of the failed step was written: no pattern, no journal, nothing marked as distilled.
     assert stack.graph.patterns(TEAM) == []
-    assert stack.graph.get_meta(f"distill_watermark:{TEAM}") is None
+    assert stack.graph.get_meta(f"last_distill_at:{TEAM}") is None
+    assert not stack.graph.get_meta(f"distill_journal:{TEAM}")
+    assert all(e.distilled_at is None for e in stack.graph.episodes_by_status(TEAM, ["raw"]))
 
 
 def test_a_step_failing_later_keeps_what_earlier_steps_wrote(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:

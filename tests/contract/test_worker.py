@@ -115,5 +115,5 @@ def test_the_watchdog_distills_after_three_new_episodes(services: Services) -> N
     watch = [r for r in services.graph.runs(20) if r.trigger == "watchdog"]
     assert watch and all([s.step for s in r.steps] == ["distill"] for r in watch)
     assert [lag for r in watch for lag in r.pattern_lags_s] == [pat.availability_lag_s]
-    # The nightly watermark is untouched: tonight's distill still reads the whole day.
-    assert services.graph.get_meta("distill_watermark:platform") is None
+    # Nothing is marked as distilled for the night: tonight's distill still takes the whole day into account.
+    assert all(e.distilled_at is None for e in services.graph.get_episodes(pat.evidence_ids))
