@@ -38,6 +38,7 @@ from taskzilla_sleep.policies import (
     group_episodes,
     is_learnable,
     ledger_confidence,
+    main_channel,
     pattern_id,
     status_for,
     topic_for,
@@ -227,7 +228,7 @@ def plan(ctx: StepContext) -> DistillPlan:
         if target is None:
             pid = pattern_id(ctx.team, support)
             kinds = {r["name"]: r["kind"] for r in subjects}
-            channel = max({e.channel for e in members}, key=lambda ch: sum(e.channel == ch for e in members))
+            channel = main_channel([e.channel for e in members])  # ties: the first to speak, never set order
             new = Pattern(
                 id=pid,
                 team=ctx.team,
