@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -352,6 +353,13 @@ def decay_eligible(ep: Episode, pattern: Pattern | None, now: datetime, grace: t
 
 def is_stale(p: Pattern, now: datetime, stale_after: timedelta) -> bool:
     return p.status is PatternStatus.ACTIVE and not p.pinned and p.last_seen <= now - stale_after
+
+
+def main_channel(channels: Sequence[str]) -> str:
+    """The channel most of ``channels`` (a group's, in time order) were said in; a tie goes to the one
+    that spoke first. Never set order: that follows the hash seed, so replays would differ."""
+    counts = Counter(channels)  # insertion-ordered: max keeps the first of equal counts
+    return max(counts, key=counts.__getitem__) if counts else ""
 
 
 def topic_for(subjects: Sequence[str], entity_kinds: Mapping[str, str], channel: str, kind: str) -> str:

@@ -66,7 +66,9 @@ class StepContext:
             todo = [i for i in missing if i in texts]
             for i, v in zip(todo, self.embedder.embed([texts[i] for i in todo]), strict=True):
                 found[i] = np.asarray(v, dtype=np.float64)
-        return found
+        # In the order asked for, not the order the vector store answered in: callers that scan the
+        # result (an argmax keeps the first of equal scores) must decide the same on every backend.
+        return {i: found[i] for i in dict.fromkeys(ids) if i in found}
 
 
 class Plan(Protocol):

@@ -51,6 +51,7 @@ from taskzilla_sleep.policies import (
     group_episodes,
     is_learnable,
     ledger_confidence,
+    main_channel,
     pattern_id,
     status_for,
     topic_for,
@@ -278,8 +279,7 @@ def plan(ctx: StepContext) -> DistillPlan:
         if target is None:
             pid = pattern_id(ctx.team, support)
             kinds = {r["name"]: r["kind"] for r in subjects}
-            # Ties go to the first channel by name (not to set order, which differs between processes).
-            channel = max(sorted({e.channel for e in members}), key=lambda ch: sum(e.channel == ch for e in members))
+            channel = main_channel([e.channel for e in members])  # ties: the first to speak, never set order
             new = Pattern(
                 id=pid,
                 team=ctx.team,

@@ -124,7 +124,8 @@ def plan(ctx: StepContext) -> ReflectPlan:
         if new.id not in vecs:
             continue
         sims = matrix @ vecs[new.id]
-        order = [ids[k] for k in np.argsort(-sims) if ids[k] != new.id][: ctx.settings.reflect.neighbours]
+        ranked = np.argsort(-sims, kind="stable")  # equal similarities in id order, not quicksort's whim
+        order = [ids[k] for k in ranked if ids[k] != new.id][: ctx.settings.reflect.neighbours]
         neighbours = order + [i for i in ctx.graph.entity_neighbours(new.id, sorted(PATTERN_LIVE)) if i not in order]
         for oid in neighbours:
             old = live.get(oid)

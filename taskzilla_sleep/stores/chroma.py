@@ -189,7 +189,9 @@ class ChromaVectorStore:
                 got = collection.get(ids=unique[start : start + size], include=["embeddings"])
                 if got["embeddings"] is None or not got["ids"]:
                     continue
-                rows: list[list[float]] = np.asarray(got["embeddings"], dtype=np.float64).tolist()
+                # Chroma keeps float32; a server sends each as a short decimal, which read as float64
+                # is not the embedded client's exact value. Through float32, both backends agree.
+                rows: list[list[float]] = np.asarray(got["embeddings"], dtype=np.float32).astype(np.float64).tolist()
                 vectors.update(zip(got["ids"], rows, strict=True))
         return vectors
 
@@ -235,7 +237,7 @@ class ChromaVectorStore:
             VectorHit(
                 id=id_,
                 # The collection is in cosine space, where distance = 1 - cosine similarity.
-                similarity=1.0 - float(distances[i]),
+                similarity=1.0 - float(np.float32(distances[i])),  # float32, as Chroma computed it
                 text=documents[i] if i < len(documents) and documents[i] is not None else "",
                 metadata=_scalar_metadata(metadatas[i] if i < len(metadatas) else None),
             )

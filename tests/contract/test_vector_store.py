@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pytest
 
 from taskzilla_sleep.embeddings import OfflineMiniLM
@@ -164,6 +165,18 @@ def test_embeddings_returns_the_stored_vectors(vector_store: VectorStore, embedd
     assert sum(a * b for a, b in zip(stored, expected, strict=True)) == pytest.approx(1.0, abs=1e-4)
     assert vector_store.embeddings("alpha", "episodes", []) == {}
     assert vector_store.embeddings("alpha", "patterns", ["cat"]) == {}
+
+
+def test_vectors_and_distances_are_chromas_float32_values_on_every_backend(vector_store: VectorStore) -> None:
+    """A server sends float32 as short decimals; read as float64 they differ from the embedded
+    client's values in the 9th digit, and a similarity at a threshold would decide differently."""
+    upsert_three(vector_store)
+
+    stored = vector_store.embeddings("alpha", "episodes", ["deploy", "cat"])
+    distances = [1.0 - h.similarity for h in vector_store.query("alpha", "episodes", DEPLOY + " today", n=3)]
+
+    values = [x for v in stored.values() for x in v] + distances
+    assert [float(np.float32(x)) for x in values] == values
 
 
 def test_delete_removes_and_ignores_unknown_ids(vector_store: VectorStore) -> None:

@@ -25,6 +25,7 @@ from taskzilla_sleep.policies import (
     is_stale,
     last_touched,
     ledger_confidence,
+    main_channel,
     pattern_id,
     prune_eligible,
     slug,
@@ -534,6 +535,14 @@ def test_topic_is_the_first_project_tool_or_tag_subject() -> None:
     assert topic_for(["martin", "Billing API", "github"], kinds, "#ops", "norm") == "billing-api"
     assert topic_for(["martin", "github"], kinds, "#ops", "norm") == "github"
     assert topic_for(["#deploys"], {"#deploys": "topic"}, "ops", "norm") == "deploys"
+
+
+def test_main_channel_is_the_most_used_and_a_tie_goes_to_the_first_to_speak() -> None:
+    assert main_channel(["dev", "ops", "ops"]) == "ops"
+    # Both orders of the same tie: a rule that followed set order would get one of them wrong.
+    assert main_channel(["ops", "dev", "dev", "ops"]) == "ops"
+    assert main_channel(["dev", "ops", "ops", "dev"]) == "dev"
+    assert main_channel([]) == ""
 
 
 def test_topic_falls_back_to_the_channel_then_the_kind() -> None:
