@@ -31,6 +31,12 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _unset_if_blank(v: Any) -> Any:
+    # `TASKZILLA__LLM__MODEL=` in an env file, `dir: ""` in YAML: "not set", not a model named ""
+    # or the current directory.
+    return None if isinstance(v, str) and not v.strip() else v
+
+
 def _plain_host(v: str) -> str:
     # A URL here would reach the client as a host name and fail far from the setting.
     if not v or "://" in v or re.search(r"[\s/@?#]", v):
@@ -84,6 +90,8 @@ class EmbeddingSettings(_Section):
     batch_size: int = Field(default=64, ge=1, le=2048)
     timeout_s: float = Field(default=30.0, gt=0, le=600)
 
+    _blank = field_validator("api_base", mode="before")(_unset_if_blank)
+
 
 class LLMSettings(_Section):
     model: str | None = None  # None: the offline provider (deterministic, no network)
@@ -93,6 +101,8 @@ class LLMSettings(_Section):
     max_concurrency: int = Field(default=4, ge=1, le=64)
     temperature: float = Field(default=0.0, ge=0, le=2)
     json_schema: bool = True  # ask for structured output (response_format json_schema) where the server supports it
+
+    _blank = field_validator("model", "api_base", mode="before")(_unset_if_blank)
 
 
 class ConnectorRule(_Section):
@@ -172,6 +182,8 @@ class MemoryIndexSettings(_Section):
     max_chars: int = Field(default=150, ge=20, le=1000)
     min_topic_patterns: int = Field(default=3, ge=1)
     dir: Path | None = None  # default: DATA_DIR/memory
+
+    _blank = field_validator("dir", mode="before")(_unset_if_blank)
 
 
 class ApiSettings(_Section):
@@ -372,7 +384,11 @@ def load_settings(
     err = failure.errors()[0]
     key = ".".join(str(p) for p in err["loc"])
     value = err.get("input")
-    origin = origins.get(key) or (str(config_file) if config_file else "packaged default")
+    # A key set below a scalar or an unknown section (`--set foo.bar=1`) fails at its parent.
+    below = [o for k, o in origins.items() if k.startswith(f"{key}.")]
+    origin = (
+        origins.get(key) or (below[0] if below else None) or (str(config_file) if config_file else "packaged default")
+    )
     shown = mask_userinfo(value)
     msg = f"config error: {key} = {shown!r} (from {origin}): {_allowed(err)}"
     if shown != value:

@@ -162,3 +162,18 @@ def test_a_host_must_be_a_plain_host_name(host: str) -> None:
         load_settings(env={"TASKZILLA__VECTOR__HOST": host})
     assert "u:p@" not in str(info.value)
     assert load_settings(env={"TASKZILLA__VECTOR__HOST": "chroma.internal"}).vector.host == "chroma.internal"
+
+
+def test_a_blank_optional_setting_means_not_set() -> None:
+    s = load_settings(
+        env={"TASKZILLA__LLM__MODEL": "", "TASKZILLA__LLM__API_BASE": " ", "TASKZILLA__MEMORY_INDEX__DIR": ""}
+    )
+    assert (s.llm.model, s.llm.api_base, s.memory_index.dir) == (None, None, None)
+    assert s.memory_dir == s.data_dir / "memory"  # not the current directory
+
+
+def test_a_key_below_a_scalar_or_an_unknown_section_names_where_it_came_from() -> None:
+    with pytest.raises(ConfigError, match=r"foo = \{'bar': 1\} \(from command line\): unknown key"):
+        load_settings(env={}, overrides={"foo.bar": 1})
+    with pytest.raises(ConfigError, match=r"graph\.backend = \{'x': 1\} \(from TASKZILLA__GRAPH__BACKEND__X\)"):
+        load_settings(env={"TASKZILLA__GRAPH__BACKEND__X": "1"})
