@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -208,3 +209,13 @@ def test_neo4j_that_wants_a_password_names_the_variable(
     assert wrong not in res.stdout + res.stderr
     res = cli("status", *args, data_dir=tmp_path, env={"TASKZILLA_NEO4J_PASSWORD": password})
     assert res.returncode == 0, res.stdout + res.stderr[-2000:]
+
+
+def test_an_api_port_in_use_is_one_line_naming_the_address(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = cli("worker", "--api-port", str(port), data_dir=tmp_path / "data", timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert f"the API cannot listen on 127.0.0.1:{port} (Address already in use)" in one_line(res)
