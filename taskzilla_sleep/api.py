@@ -1,7 +1,9 @@
 """The worker's HTTP API, for the bot in any language. OpenAPI schema at /openapi.json.
 
 Write endpoints (POST) require ``Authorization: Bearer <TASKZILLA_API_TOKEN>`` when that variable
-is set. Bodies larger than ``api.max_body_bytes`` are refused with 413 before they are read.
+is set (the scheme in any case, RFC 7235). Bodies larger than ``api.max_body_bytes`` are refused
+with 413 before they are read. Bad input is a 4xx, never a 5xx: an InputError from below is 422, a
+store that fails is 503.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from typing import Annotated, Any, Literal
 
 import structlog
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep.errors import InputError, StoreError
 from taskzilla_sleep.ingest import Ingestor
-from taskzilla_sleep.models import Contradiction, EpisodeIn
+from taskzilla_sleep.models import TEAM_RE, Contradiction, EpisodeIn
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -138,11 +140,23 @@ def create_app(deps: ApiDeps) -> FastAPI:
 
     app.add_middleware(BodyLimit, limit=limit)
 
+    @app.exception_handler(InputError)
+    async def input_error(_request: Request, exc: InputError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(StoreError)
+    async def store_error(_request: Request, exc: StoreError) -> JSONResponse:
+        log.warning("api_store_error", error=str(exc)[:300])
+        return JSONResponse({"detail": str(exc)[:300]}, status_code=503)
+
     def authorize(authorization: Annotated[str | None, Header()] = None) -> None:
         if deps.token is None:
             return
-        expected = f"Bearer {deps.token}"
-        if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
+        # "Bearer", "bearer", "BEARER": the scheme is case-insensitive; the token is compared in
+        # constant time.
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        is_bearer = scheme.casefold() == "bearer"
+        if not (hmac.compare_digest(token.strip().encode(), deps.token.encode()) and is_bearer):
             raise HTTPException(status_code=401, detail="missing or wrong bearer token")
 
     @app.post("/episodes", response_model=IngestResult, dependencies=[Depends(authorize)])
@@ -152,6 +166,8 @@ def create_app(deps: ApiDeps) -> FastAPI:
             payload = await request.json()
         except ValueError:
             return JSONResponse({"detail": "body is not valid JSON"}, status_code=400)
+        except RecursionError:
+            return JSONResponse({"detail": "body is JSON nested too deeply"}, status_code=400)
         items_raw = payload.get("episodes") if isinstance(payload, dict) else payload
         if not isinstance(items_raw, list):
             return JSONResponse({"detail": 'expected a JSON list of episodes or {"episodes": [...]}'}, 400)
@@ -189,7 +205,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
     def get_recall(
         q: Annotated[str, Query(min_length=1, max_length=2000)],
         entity: str | None = None,
-        team: str | None = None,
+        team: Annotated[str | None, Query(pattern=TEAM_RE)] = None,
         k: Annotated[int, Query(ge=1, le=50)] = 5,
     ) -> list[RecallItem]:
         return recall(deps.graph, deps.vectors, q, deps.clock(), teams=[team] if team else None, entity=entity, k=k)
@@ -239,7 +255,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
                 problems[name] = str(exc)[:300]
         return JSONResponse({"ready": not problems, "problems": problems}, status_code=503 if problems else 200)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> Response:
         body, content_type = deps.metrics()
         return Response(content=body, media_type=content_type)

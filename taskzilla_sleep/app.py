@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import structlog
 
 from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.errors import ConfigError, StoreError
 from taskzilla_sleep.ingest import Ingestor, WriteDiscipline
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import Embedder, VectorStore
+
+if TYPE_CHECKING:
+    from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
 
 log = structlog.get_logger(__name__)
 
@@ -94,6 +100,41 @@ def build_llm(settings: Settings, embedder: Embedder) -> LLMProvider:
     )
 
 
+DATA_DIR_HINT = "make it writable, or choose another with --data-dir (env TASKZILLA_DATA_DIR)"
+
+
+def writable_dir(path: Path, what: str = "data dir", hint: str = DATA_DIR_HINT) -> Path:
+    """Create ``path`` if needed; ConfigError (exit 2) unless it is a directory this process can write."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"config error: {what} {path} is a file, not a directory: {hint}") from None
+    except NotADirectoryError:
+        raise ConfigError(f"config error: {what} {path} cannot be created, a parent is a file: {hint}") from None
+    except OSError as exc:
+        raise ConfigError(f"config error: {what} {path} cannot be created ({exc.strerror}): {hint}") from None
+    if not path.is_dir():
+        raise ConfigError(f"config error: {what} {path} is not a directory: {hint}")
+    # access() answers for this process (root included) and for read-only mounts (EROFS).
+    if not os.access(path, os.W_OK | os.X_OK):
+        reason = "is on a read-only file system" if _read_only_fs(path) else "is not writable by this user"
+        raise ConfigError(f"config error: {what} {path} {reason}: {hint}")
+    return path
+
+
+def _store_dir(settings: Settings, name: str) -> Path:
+    """An embedded store's directory inside the data dir, both checked before a server is started."""
+    writable_dir(settings.data_dir)
+    return writable_dir(settings.data_dir / name, f"{name} directory of the data dir")
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def build_graph(settings: Settings, secrets: Secrets) -> CypherGraphStore:
     g = settings.graph
     if g.backend == "neo4j":
@@ -101,10 +142,40 @@ def build_graph(settings: Settings, secrets: Secrets) -> CypherGraphStore:
 
         password = secrets.neo4j_password.get_secret_value() if secrets.neo4j_password else None
         auth = (g.neo4j_user, password) if password else None
-        return Neo4jGraphStore(g.neo4j_uri, auth, g.neo4j_database, g.connect_timeout_s, g.batch_size)
+        store = Neo4jGraphStore(g.neo4j_uri, auth, g.neo4j_database, g.connect_timeout_s, g.batch_size)
+        try:
+            _check_neo4j_auth(store, settings, has_password=password is not None)
+        except BaseException:
+            store.close()
+            raise
+        return store
     from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
 
-    return FalkorDBGraphStore.start(settings.data_dir / "falkordb", g.falkordb_graph, g.connect_timeout_s, g.batch_size)
+    where = _store_dir(settings, "falkordb")
+    return FalkorDBGraphStore.start(where, g.falkordb_graph, g.connect_timeout_s, g.batch_size)
+
+
+def _check_neo4j_auth(store: Neo4jGraphStore, settings: Settings, has_password: bool) -> None:
+    """A refused login is a configuration error naming the variable, not the server's 'missing key'."""
+    from neo4j.exceptions import DriverError, Neo4jError
+
+    g = settings.graph
+    try:
+        accepted = store._raw_driver().verify_authentication()
+    except (Neo4jError, DriverError, OSError) as exc:
+        # Unreachable: the same error the first query would raise, after the same single wait.
+        raise StoreError(f"neo4j unreachable at {g.neo4j_uri}: {exc}") from exc
+    if accepted:
+        return
+    if not has_password:
+        raise ConfigError(
+            f"config error: neo4j at {g.neo4j_uri} requires a password: set TASKZILLA_NEO4J_PASSWORD "
+            f"(the password of graph.neo4j_user = {g.neo4j_user!r})"
+        )
+    raise ConfigError(
+        f"config error: neo4j at {g.neo4j_uri} refused user {g.neo4j_user!r} with the password in "
+        "TASKZILLA_NEO4J_PASSWORD (or NEO4J_PASSWORD): check both"
+    )
 
 
 def build_vectors(settings: Settings, embedder: Embedder) -> VectorStore:
@@ -113,13 +184,16 @@ def build_vectors(settings: Settings, embedder: Embedder) -> VectorStore:
     v = settings.vector
     if v.backend == "chroma-server":
         return ChromaVectorStore.server(v.host, v.port, embedder, timeout_s=v.timeout_s)
-    return ChromaVectorStore.embedded(settings.data_dir / "chroma", embedder)
+    return ChromaVectorStore.embedded(_store_dir(settings, "chroma"), embedder)
 
 
 def build(settings: Settings, secrets: Secrets | None = None, ensure_schema: bool = True) -> Services:
     """Create every client. The caller owns the result and must close it (it is a context manager)."""
     secrets = secrets or Secrets()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(settings.data_dir)
+    if settings.memory_index.dir is not None:
+        # Checked now, not after a whole night when the index is written.
+        writable_dir(settings.memory_dir, "memory_index.dir", "make it writable, or set memory_index.dir to another")
     embedder = build_embedder(settings)
     graph = build_graph(settings, secrets)
     try:

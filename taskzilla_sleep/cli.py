@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -14,18 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from taskzilla_sleep import __version__
-from taskzilla_sleep.errors import TaskzillaError, UsageError
+from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.settings import Secrets, Settings, load_settings
+from taskzilla_sleep.models import TEAM_RE
+from taskzilla_sleep.settings import Secrets, Settings, load_settings, parse_scalar
 
 SAMPLE = "data/sample_week.jsonl"
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     d: Any = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--config", type=Path, default=d, metavar="FILE", help="YAML config (env TASKZILLA_CONFIG)")
+    parser.add_argument("--config", type=_path, default=d, metavar="FILE", help="YAML config (env TASKZILLA_CONFIG)")
     parser.add_argument(
-        "--data-dir", type=Path, default=d, metavar="DIR", help="embedded stores, memory index, reports"
+        "--data-dir", type=_path, default=d, metavar="DIR", help="embedded stores, memory index, reports"
     )
     parser.add_argument(
         "--set",
@@ -37,7 +40,7 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument(
         "--log-level",
         default=d,
-        choices=["debug", "info", "warning", "error"],
+        choices=LOG_LEVELS,
         help="log level (logs go to stderr; default warning, env TASKZILLA_LOG_LEVEL)",
     )
 
@@ -69,13 +72,13 @@ def make_parser() -> argparse.ArgumentParser:
     ro.add_argument("--steps", help="comma-separated subset of prune,distill,reflect,decay (run in cycle order)")
     ro.add_argument("--now", type=_iso, help="the clock for every decision, ISO-8601 with offset (replay, tests)")
     ro.add_argument("--dry-run", action="store_true", help="print the plan as a diff and write nothing")
-    ro.add_argument("--team", action="append", help="only these teams (repeatable; default all)")
+    ro.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     ro.add_argument("--json", action="store_true", help="machine-readable output")
 
     rec = sub.add_parser("recall", parents=[common], help="what the bot would get back for a query")
     rec.add_argument("query")
     rec.add_argument("--entity", help="only beliefs about this person/channel/project")
-    rec.add_argument("--team", action="append", help="only these teams (repeatable; default all)")
+    rec.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     rec.add_argument("-k", type=int, default=5, help="how many items (default 5)")
     rec.add_argument("--now", type=_iso, help="the clock recorded as access time")
     rec.add_argument("--json", action="store_true", help="machine-readable output")
@@ -86,10 +89,10 @@ def make_parser() -> argparse.ArgumentParser:
     fpin.add_argument("text")
     fpin.add_argument("--by", required=True, help="who declares it")
     fpin.add_argument("--entity", help="the person (or thing) it is about")
-    fpin.add_argument("--team", help="the team (default: the only team in the stores)")
+    fpin.add_argument("--team", type=_team_name, help="the team (default: the only team in the stores)")
     fpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
     flist = fsub.add_parser("list", parents=[common], help="list pinned facts")
-    flist.add_argument("--team")
+    flist.add_argument("--team", type=_team_name)
     flist.add_argument("--json", action="store_true", help="machine-readable output")
     funpin = fsub.add_parser("unpin", parents=[common], help="unpin (archive) a fact")
     funpin.add_argument("id")
@@ -110,19 +113,43 @@ def make_parser() -> argparse.ArgumentParser:
 
     wk = sub.add_parser("worker", parents=[common], help="the long-running worker: schedule, watchdog, HTTP API")
     wk.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
-    wk.add_argument("--api-port", type=int, help="override api.port (0: any free port)")
+    wk.add_argument("--api-port", type=_port, help="override api.port (0: any free port)")
     wk.add_argument("--clock-start", type=_iso, help=argparse.SUPPRESS)  # replays and tests: a controlled clock
     wk.add_argument("--clock-speed", type=float, default=1.0, help=argparse.SUPPRESS)
 
     rep = sub.add_parser("report", parents=[common], help="nightly metrics, trends and health signals for ops")
     rep.add_argument("--runs", type=int, default=14, help="how many nights (default 14)")
-    rep.add_argument("--html", type=Path, help="where to write the HTML report (default DATA_DIR/memory/report.html)")
+    rep.add_argument("--html", type=_path, help="where to write the HTML report (default DATA_DIR/memory/report.html)")
     rep.add_argument("--json", action="store_true", help="machine-readable output")
 
     rc = sub.add_parser("reconcile", parents=[common], help="find (and repair) drift between the two stores")
     rc.add_argument("--check", action="store_true", help="only report; exit 1 when drift is found")
     rc.add_argument("--json", action="store_true", help="machine-readable output")
     return p
+
+
+def _path(raw: str) -> Path:
+    if not raw.strip():
+        raise argparse.ArgumentTypeError("an empty path is not allowed")
+    return Path(raw)
+
+
+def _team_name(raw: str) -> str:
+    if not re.fullmatch(TEAM_RE, raw):
+        raise argparse.ArgumentTypeError(
+            f"invalid team name {raw!r}: 1-48 letters, digits, '_' or '-', starting with a letter or digit"
+        )
+    return raw
+
+
+def _port(raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
+    return port
 
 
 def _iso(raw: str) -> datetime:
@@ -136,14 +163,12 @@ def _iso(raw: str) -> datetime:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    import yaml
-
     out: dict[str, Any] = {}
     for item in args.set or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(raw) if raw else ""
+        out[key.strip()] = parse_scalar(raw)
     if args.data_dir is not None:
         out["data_dir"] = str(args.data_dir)
     return out
@@ -152,13 +177,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
-    level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL", "warning")
     secrets = Secrets.from_env(os.environ)
-    configure_logging(
-        level=level,
-        secrets=[s.get_secret_value() for s in (secrets.neo4j_password, secrets.chroma_token, secrets.api_token) if s],
-    )
     try:
+        level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or "warning"
+        if level.lower() not in LOG_LEVELS:
+            raise ConfigError(f"config error: TASKZILLA_LOG_LEVEL = {level!r}: must be one of {', '.join(LOG_LEVELS)}")
+        configure_logging(
+            level=level.lower(),
+            secrets=[
+                s.get_secret_value() for s in (secrets.neo4j_password, secrets.chroma_token, secrets.api_token) if s
+            ],
+        )
         settings = load_settings(args.config, os.environ, _overrides(args))
         handler = {
             "demo": cmd_demo,
@@ -176,6 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TaskzillaError as exc:
         print(f"taskzilla-sleep: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        # The last resort for the machine's own failures (disk full, a file vanished, permissions):
+        # one line naming the file, never a traceback.
+        where = " ".join(f"{f}" for f in (exc.filename, exc.filename2) if f)
+        print(f"taskzilla-sleep: {exc.strerror or exc}" + (f": {where}" if where else ""), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("taskzilla-sleep: interrupted", file=sys.stderr)
         return 130
@@ -191,19 +226,17 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
 
-    if args.file == "-":
-        source, lines = "<stdin>", sys.stdin.read().splitlines()
-    else:
-        path = Path(args.file)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            print(f"taskzilla-sleep: cannot read {path}: {exc.strerror}", file=sys.stderr)
-            return 1
-        except UnicodeDecodeError as exc:
-            print(f"taskzilla-sleep: {path}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
-            return 1
-        source = str(path)
+    source = "<stdin>" if args.file == "-" else args.file
+    try:
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        text = data.decode("utf-8")
+    except OSError as exc:
+        print(f"taskzilla-sleep: cannot read {source}: {exc.strerror}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError as exc:
+        print(f"taskzilla-sleep: {source}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
+        return 1
+    lines = episode_lines(text)
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
     from taskzilla_sleep.ingest import parse_episode_lines
 
@@ -240,8 +273,15 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
     return 1 if args.check and report.drift else 0
 
 
+def episode_lines(text: str) -> list[str]:
+    """JSON Lines end at \n only: U+2028, U+2029, U+0085 (legal raw inside a JSON string) and a
+    lone \r are not line breaks there, as str.splitlines() would make them (a CRLF's \r is JSON
+    whitespace)."""
+    return text.split("\n")
+
+
 def sample_lines() -> list[str]:
-    return resources.files("taskzilla_sleep").joinpath(SAMPLE).read_text(encoding="utf-8").splitlines()
+    return episode_lines(resources.files("taskzilla_sleep").joinpath(SAMPLE).read_text(encoding="utf-8"))
 
 
 DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled week
@@ -467,13 +507,15 @@ def cmd_worker(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep.app import build
+    from taskzilla_sleep.app import build, writable_dir
     from taskzilla_sleep.report import report_command
 
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
     html = args.html or settings.memory_dir / "report.html"
-    html.parent.mkdir(parents=True, exist_ok=True)
+    if html.is_dir():
+        raise UsageError(f"--html {html} is a directory: give the path of the HTML file to write")
+    writable_dir(html.parent, "the HTML report's directory", "choose another path with --html FILE")
     with build(settings, secrets) as s:
         text, code = report_command(s.graph, args.runs, args.json, html, tz=settings.schedule.timezone)
     print(text)

@@ -8,10 +8,11 @@ Unpinning archives it (status retired) with who and when; it is never deleted.
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime
 
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.models import Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.models import TEAM_RE, Pattern, PatternKind, PatternStatus
 from taskzilla_sleep.policies import slug
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import VectorStore
@@ -25,6 +26,9 @@ def pin(
     graph: CypherGraphStore, vectors: VectorStore, team: str, text: str, by: str, now: datetime, entity: str | None
 ) -> Pattern:
     statement = " ".join(text.split())
+    if not re.fullmatch(TEAM_RE, team):
+        # Checked before the graph write: the vector store would refuse the name after it.
+        raise InputError(f"facts pin: invalid team name {team!r} (letters, digits, '_' and '-')")
     if not statement:
         raise InputError("facts pin: the fact text is empty")
     if len(statement) > 300:

@@ -104,6 +104,9 @@ def parse_episode_lines(lines: Iterable[str], source: str, max_text_chars: int) 
         except json.JSONDecodeError as exc:
             bad(lineno, "", f"not valid JSON: {exc.msg} at column {exc.colno}")
             continue
+        except RecursionError:
+            bad(lineno, "", "JSON nested too deeply (an episode is one flat object)")
+            continue
         if not isinstance(obj, dict):
             bad(lineno, "", f"expected a JSON object, got {type(obj).__name__}")
             continue

@@ -14,6 +14,7 @@ from datetime import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -22,10 +23,25 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from taskzilla_sleep.errors import ConfigError
 
 ENV_PREFIX = "TASKZILLA__"
+NEO4J_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
+_USERINFO = re.compile(r"(?:(?<=://)|^)[^/?#@\s]*@")
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _unset_if_blank(v: Any) -> Any:
+    # `TASKZILLA__LLM__MODEL=` in an env file, `dir: ""` in YAML: "not set", not a model named ""
+    # or the current directory.
+    return None if isinstance(v, str) and not v.strip() else v
+
+
+def _plain_host(v: str) -> str:
+    # A URL here would reach the client as a host name and fail far from the setting.
+    if not v or "://" in v or re.search(r"[\s/@?#]", v):
+        raise ValueError("must be a host name or IP address only (no scheme, path, user or spaces)")
+    return v
 
 
 class GraphSettings(_Section):
@@ -37,12 +53,34 @@ class GraphSettings(_Section):
     connect_timeout_s: float = Field(default=5.0, gt=0, le=120)
     batch_size: int = Field(default=500, ge=1, le=10_000)
 
+    @field_validator("neo4j_uri")
+    @classmethod
+    def _neo4j_uri(cls, v: str) -> str:
+        try:
+            parts = urlsplit(v)
+            _ = parts.port  # raises ValueError for a port out of range
+        except ValueError as exc:
+            raise ValueError(f"not a valid URI ({exc})") from None
+        if parts.scheme not in NEO4J_SCHEMES:
+            raise ValueError(f"the scheme must be one of {', '.join(NEO4J_SCHEMES)} (e.g. bolt://127.0.0.1:7687)")
+        if "@" in parts.netloc:
+            # The driver would echo the whole URI (password included) in its error.
+            raise ValueError(
+                "a user or password in the URI is not allowed: set graph.neo4j_user and the password "
+                "in TASKZILLA_NEO4J_PASSWORD"
+            )
+        if not parts.hostname:
+            raise ValueError("the URI has no host (e.g. bolt://127.0.0.1:7687)")
+        return v
+
 
 class VectorSettings(_Section):
     backend: Literal["chroma-embedded", "chroma-server"] = "chroma-embedded"
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
+
+    _host = field_validator("host")(_plain_host)
 
 
 class EmbeddingSettings(_Section):
@@ -51,6 +89,8 @@ class EmbeddingSettings(_Section):
     api_base: str | None = None
     batch_size: int = Field(default=64, ge=1, le=2048)
     timeout_s: float = Field(default=30.0, gt=0, le=600)
+
+    _blank = field_validator("api_base", mode="before")(_unset_if_blank)
 
 
 class LLMSettings(_Section):
@@ -61,6 +101,8 @@ class LLMSettings(_Section):
     max_concurrency: int = Field(default=4, ge=1, le=64)
     temperature: float = Field(default=0.0, ge=0, le=2)
     json_schema: bool = True  # ask for structured output (response_format json_schema) where the server supports it
+
+    _blank = field_validator("model", "api_base", mode="before")(_unset_if_blank)
 
 
 class ConnectorRule(_Section):
@@ -143,11 +185,15 @@ class MemoryIndexSettings(_Section):
     min_topic_patterns: int = Field(default=3, ge=1)
     dir: Path | None = None  # default: DATA_DIR/memory
 
+    _blank = field_validator("dir", mode="before")(_unset_if_blank)
+
 
 class ApiSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     max_body_bytes: int = Field(default=5_000_000, ge=1024)
+
+    _host = field_validator("host")(_plain_host)
 
 
 class AlertChannel(_Section):
@@ -259,12 +305,21 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any, origin: str) -> Non
     node[parts[-1]] = value
 
 
-def _parse_scalar(raw: str) -> Any:
-    """Env and --set values are YAML scalars: 'true', '3', '0.8', '[a, b]' parse as expected."""
+def parse_scalar(raw: str) -> Any:
+    """Env and --set values are YAML scalars: 'true', '3', '0.8', '[a, b]' parse as expected.
+
+    What does not parse as YAML (or nests too deeply for the parser) stays the raw string, which
+    validation then reports with its key.
+    """
     try:
         return yaml.safe_load(raw) if raw != "" else ""
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return raw
+
+
+def mask_userinfo(value: Any) -> Any:
+    """``scheme://user:password@host`` (or ``user:password@host``) -> ``scheme://***@host``."""
+    return _USERINFO.sub("***@", value) if isinstance(value, str) else value
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -272,12 +327,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config error: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config error: {path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"config error: {path}{where}: not valid YAML") from exc
+    except RecursionError:
+        raise ConfigError(f"config error: {path}: nested too deeply to be a config file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config error: {path}: the top level must be a mapping of sections")
     return data
@@ -309,7 +370,7 @@ def load_settings(
         if not name.startswith(ENV_PREFIX):
             continue
         dotted = name[len(ENV_PREFIX) :].lower().replace("__", ".")
-        _set_path(tree, dotted, _parse_scalar(raw), name)
+        _set_path(tree, dotted, parse_scalar(raw), name)
         origins[dotted] = name
     for dotted, value in (overrides or {}).items():
         _set_path(tree, dotted, value, "command line")
@@ -321,12 +382,22 @@ def load_settings(
     try:
         return Settings.model_validate(tree)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        value = err.get("input")
-        origin = origins.get(key) or (str(config_file) if config_file else "packaged default")
-        allowed = _allowed(err)
-        raise ConfigError(f"config error: {key} = {value!r} (from {origin}): {allowed}") from exc
+        failure = exc
+    err = failure.errors()[0]
+    key = ".".join(str(p) for p in err["loc"])
+    value = err.get("input")
+    # A key set below a scalar or an unknown section (`--set foo.bar=1`) fails at its parent.
+    below = [o for k, o in origins.items() if k.startswith(f"{key}.")]
+    origin = (
+        origins.get(key) or (below[0] if below else None) or (str(config_file) if config_file else "packaged default")
+    )
+    shown = mask_userinfo(value)
+    msg = f"config error: {key} = {shown!r} (from {origin}): {_allowed(err)}"
+    if shown != value:
+        # The validation error holds the unmasked value: raised outside the except block, so it is
+        # neither the cause nor the context of what a traceback or a log line shows.
+        raise ConfigError(msg)
+    raise ConfigError(msg) from failure
 
 
 def _allowed(err: Any) -> str:
@@ -336,5 +407,5 @@ def _allowed(err: Any) -> str:
         return "unknown key (see config/taskzilla.yaml for every knob)"
     if kind == "literal_error" and "expected" in ctx:
         return f"must be one of {ctx['expected']}"
-    msg: str = err.get("msg", "invalid value")
+    msg: str = str(err.get("msg", "")).removeprefix("Value error, ")
     return msg[0].lower() + msg[1:] if msg else "invalid value"

@@ -76,7 +76,12 @@ def collect_status(
     )
     try:
         try:
-            graph = graph or build_graph(settings, secrets)
+            if graph is None:
+                graph = build_graph(settings, secrets)
+                if graph.backend == "falkordb":
+                    # A fresh embedded graph has no key yet and FalkorDB refuses every read of it
+                    # ("empty key"): create it, as any other command's first open does.
+                    graph.ensure_schema()
             graph.ping()
             report.graph_counts = graph.counts()
             gh.reachable = True

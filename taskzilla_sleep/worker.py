@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 
 from taskzilla_sleep.app import Services
+from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.lease import Lease
 from taskzilla_sleep.models import StepName
 from taskzilla_sleep.pipeline import NightResult, run_night, store_sizes
@@ -285,7 +286,14 @@ class Worker:
         )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.settings.api.host, self._api_port))
+        try:
+            sock.bind((self.settings.api.host, self._api_port))
+        except OSError as exc:
+            sock.close()
+            where = f"{self.settings.api.host}:{self._api_port}"
+            raise ConfigError(
+                f"config error: the API cannot listen on {where} ({exc.strerror}): set api.port or --api-port"
+            ) from exc
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(create_app(deps), log_config=None, access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)

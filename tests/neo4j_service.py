@@ -7,7 +7,10 @@
 3. the local launcher in ``ops/neo4j-local`` (Neo4j Community in a JVM, auth disabled), built
    with Maven on first use.
 
-``neo4j_auth()`` gives the credentials for the server currently yielded (None: no auth). Every
+``neo4j_auth()`` gives the credentials for the server currently yielded (None: no auth).
+``neo4j_server_with_auth(work_dir)`` yields ``(uri, (user, password))`` of a server that refuses
+clients without that password (the env or container server when they have one, else a launcher
+with auth on). Every
 process started here is stopped when the context exits; the launcher also exits by itself when
 its stdin closes, so it cannot outlive a test process that is killed.
 """
@@ -68,6 +71,21 @@ def neo4j_server(work_dir: Path) -> Iterator[str]:
         return
     with _local_launcher(Path(work_dir)) as uri, _auth_pushed(None):
         yield uri
+
+
+@contextlib.contextmanager
+def neo4j_server_with_auth(work_dir: Path) -> Iterator[tuple[str, tuple[str, str]]]:
+    """Yield the URI and credentials of a Neo4j 5 that requires them; stop what was started."""
+    uri, auth = os.environ.get("NEO4J_URI"), _env_auth()
+    if uri and auth is not None:
+        yield uri, auth
+        return
+    if not uri and _docker_answers():
+        with _container() as (uri, auth):
+            yield uri, auth
+        return
+    with _local_launcher(Path(work_dir), password=_CONTAINER_PASSWORD) as uri:
+        yield uri, (_CONTAINER_USER, _CONTAINER_PASSWORD)
 
 
 def _env_auth() -> tuple[str, str] | None:
@@ -209,12 +227,12 @@ class _OutputReader:
 
 
 @contextlib.contextmanager
-def _local_launcher(work_dir: Path) -> Iterator[str]:
+def _local_launcher(work_dir: Path, password: str | None = None) -> Iterator[str]:
     classpath = _launcher_classpath()
     data_dir = work_dir / "neo4j-data"
     data_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    cmd = [_java(), "-cp", classpath, LAUNCHER_MAIN, str(data_dir), str(port)]
+    cmd = [_java(), "-cp", classpath, LAUNCHER_MAIN, str(data_dir), str(port), *([password] if password else [])]
     began = time.monotonic()
     proc = subprocess.Popen(
         cmd,

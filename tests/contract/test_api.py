@@ -27,10 +27,14 @@ def services(tmp_path: Path) -> Iterator[Services]:
         yield s
 
 
-def client(s: Services, token: str | None = None) -> TestClient:
+def client(s: Services, token: str | None = None, max_body_bytes: int | None = None) -> TestClient:
     woke: list[int] = []
+    settings = s.settings
+    if max_body_bytes is not None:
+        api = settings.api.model_copy(update={"max_body_bytes": max_body_bytes})
+        settings = settings.model_copy(update={"api": api})
     deps = ApiDeps(
-        settings=s.settings,
+        settings=settings,
         graph=s.graph,
         vectors=s.vectors,
         ingestor=s.ingestor(clock=lambda: NOW),
@@ -130,3 +134,33 @@ def test_recall_contradictions_and_resolve(services: Services) -> None:
     assert c.get("/contradictions", params={"status": "resolved"}).json()[0]["contradiction"]["note"] == "both hold"
     assert c.get("/readyz").json()["ready"] is True
     assert c.get("/metrics").text == "m 1\n"
+
+
+def test_the_bearer_scheme_is_case_insensitive_the_token_is_not(services: Services) -> None:
+    c = client(services, token=TOKEN)
+    for scheme in ("bearer", "BEARER", "Bearer", "bEaReR"):
+        r = c.post("/episodes", json=[ep(1)], headers={"Authorization": f"{scheme} {TOKEN}"})
+        assert r.status_code == 200, (scheme, r.text)
+    for header in (f"Basic {TOKEN}", f"Bearer {TOKEN.upper()}", f"Bearer{TOKEN}", TOKEN, f"Bearer {TOKEN}x"):
+        assert c.post("/episodes", json=[ep(2)], headers={"Authorization": header}).status_code == 401, header
+    assert services.graph.counts().episodes == {"raw": 1}
+
+
+def test_recall_with_a_team_that_cannot_exist_is_422(services: Services) -> None:
+    c = client(services)
+    for team in ("a b", "../x", "é", "x" * 49, ""):
+        r = c.get("/recall", params={"q": "pair", "team": team})
+        assert r.status_code == 422, (team, r.status_code, r.text)
+    assert c.get("/recall", params={"q": "pair", "team": "platform"}).status_code == 200
+
+
+def test_json_nested_100k_deep_is_400_and_writes_nothing(services: Services) -> None:
+    c = client(services, max_body_bytes=1_000_000)
+    for body in ("[" * 100_000 + "]" * 100_000, '{"episodes": ' + "[" * 100_000 + "]" * 100_000 + "}"):
+        r = c.post("/episodes", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "nested too deeply" in r.json()["detail"], r.text
+    r = c.post(
+        "/contradictions/x/resolve", content="[" * 100_000 + "]" * 100_000, headers={"content-type": "application/json"}
+    )
+    assert 400 <= r.status_code < 500
+    assert services.graph.counts().episodes == {}

@@ -98,3 +98,82 @@ def test_secrets_only_from_env_and_never_in_repr() -> None:
     assert "hunter2" not in repr(sec) and "hunter2" not in str(sec.model_dump())
     s = load_settings(env={"TASKZILLA_NEO4J_PASSWORD": "hunter2-very-secret"})
     assert "hunter2" not in s.model_dump_json()
+
+
+def _chain(exc: BaseException | None) -> str:
+    """Everything a traceback or a logged exception would show: the error and all its causes."""
+    out = []
+    while exc is not None:
+        out.append(f"{exc!r} {exc}")
+        exc = exc.__cause__ or exc.__context__
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("uri", ["bolt://neo4j:hunter2-secret@db:7687", "neo4j+s://:hunter2-secret@db", "bolt://u@db"])
+def test_userinfo_in_the_neo4j_uri_is_refused_and_masked(tmp_path: Path, uri: str) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"graph:\n  neo4j_uri: '{uri}'\n")
+    for kwargs in ({"env": {"TASKZILLA__GRAPH__NEO4J_URI": uri}}, {"config_file": cfg, "env": {}}):
+        with pytest.raises(ConfigError) as info:
+            load_settings(**kwargs)  # type: ignore[arg-type]
+        msg = str(info.value)
+        assert "graph.neo4j_uri = '" in msg and "***@db" in msg and "TASKZILLA_NEO4J_PASSWORD" in msg
+        assert "\n" not in msg and info.value.exit_code == 2
+        assert "hunter2" not in _chain(info.value)
+
+
+@pytest.mark.parametrize("scheme", ["neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc"])
+def test_every_driver_scheme_is_accepted(scheme: str) -> None:
+    uri = f"{scheme}://db.example.com:7687"
+    assert load_settings(env={"TASKZILLA__GRAPH__NEO4J_URI": uri}).graph.neo4j_uri == uri
+
+
+@pytest.mark.parametrize(
+    "uri", ["http://127.0.0.1:7474", "https://db", "db:7687", "bolt+x://db", "bolt://", "bolt://h:1e9"]
+)
+def test_a_neo4j_uri_the_driver_cannot_use_is_a_config_error(uri: str) -> None:
+    with pytest.raises(ConfigError, match=r"graph\.neo4j_uri = ") as info:
+        load_settings(env={"TASKZILLA__GRAPH__NEO4J_URI": uri})
+    if "://" in uri and not uri.startswith("bolt"):
+        assert "neo4j, neo4j+s, neo4j+ssc, bolt, bolt+s, bolt+ssc" in str(info.value)
+
+
+def test_a_config_file_that_is_not_utf8_names_the_file_and_byte(tmp_path: Path) -> None:
+    cfg = tmp_path / "latin1.yaml"
+    cfg.write_bytes(b"distill:\n  min_episodes: 3  # \xe9\n")
+    with pytest.raises(ConfigError, match=rf"{cfg}: not UTF-8 text \(invalid continuation byte at byte 30\)") as info:
+        load_settings(cfg, env={})
+    assert info.value.exit_code == 2
+
+
+def test_config_nested_too_deeply_is_a_config_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "deep.yaml"
+    cfg.write_text("x: " + "[" * 50_000 + "]" * 50_000)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_settings(cfg, env={})
+    # In an env value the same text is just a string that validation names.
+    with pytest.raises(ConfigError, match=r"graph\.backend = '\[\[\["):
+        load_settings(env={"TASKZILLA__GRAPH__BACKEND": "[" * 50_000 + "]" * 50_000})
+
+
+@pytest.mark.parametrize("host", ["http://chroma", "chroma:8000/x", "u:p@chroma", "a b", ""])
+def test_a_host_must_be_a_plain_host_name(host: str) -> None:
+    with pytest.raises(ConfigError, match="must be a host name or IP address only") as info:
+        load_settings(env={"TASKZILLA__VECTOR__HOST": host})
+    assert "u:p@" not in str(info.value)
+    assert load_settings(env={"TASKZILLA__VECTOR__HOST": "chroma.internal"}).vector.host == "chroma.internal"
+
+
+def test_a_blank_optional_setting_means_not_set() -> None:
+    s = load_settings(
+        env={"TASKZILLA__LLM__MODEL": "", "TASKZILLA__LLM__API_BASE": " ", "TASKZILLA__MEMORY_INDEX__DIR": ""}
+    )
+    assert (s.llm.model, s.llm.api_base, s.memory_index.dir) == (None, None, None)
+    assert s.memory_dir == s.data_dir / "memory"  # not the current directory
+
+
+def test_a_key_below_a_scalar_or_an_unknown_section_names_where_it_came_from() -> None:
+    with pytest.raises(ConfigError, match=r"foo = \{'bar': 1\} \(from command line\): unknown key"):
+        load_settings(env={}, overrides={"foo.bar": 1})
+    with pytest.raises(ConfigError, match=r"graph\.backend = \{'x': 1\} \(from TASKZILLA__GRAPH__BACKEND__X\)"):
+        load_settings(env={"TASKZILLA__GRAPH__BACKEND__X": "1"})

@@ -2,6 +2,7 @@ package dev.taskzilla.neo4jlocal;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
 import org.neo4j.configuration.GraphDatabaseInternalSettings;
@@ -15,7 +16,8 @@ import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
 /**
  * Runs Neo4j Community in-process with a Bolt connector on 127.0.0.1.
  *
- * <p>Usage: {@code Main DATA_DIR PORT}. Prints {@code READY bolt://127.0.0.1:PORT} on stdout once
+ * <p>Usage: {@code Main DATA_DIR PORT [PASSWORD]}: without a password, auth is off; with one, the
+ * server requires user {@code neo4j} with that password (what a production server does). Prints {@code READY bolt://127.0.0.1:PORT} on stdout once
  * the default database answers, then runs until stdin closes or the process gets SIGTERM, and shuts
  * the database down cleanly. Reading stdin means the server dies with its parent: when the test
  * process goes away, its end of the pipe closes and this server stops, so no orphan JVM is left.
@@ -24,12 +26,13 @@ public final class Main {
     private Main() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: Main DATA_DIR PORT");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println("usage: Main DATA_DIR PORT [PASSWORD]");
             System.exit(2);
         }
         Path dir = Path.of(args[0]).toAbsolutePath();
         int port = Integer.parseInt(args[1]);
+        String password = args.length == 3 ? args[2] : null;
         Files.createDirectories(dir);
 
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(dir)
@@ -37,7 +40,7 @@ public final class Main {
                 .setConfig(BoltConnector.listen_address, new SocketAddress("127.0.0.1", port))
                 .setConfig(BoltConnector.encryption_level, BoltConnector.EncryptionLevel.DISABLED)
                 .setConfig(HttpConnector.enabled, false)
-                .setConfig(GraphDatabaseSettings.auth_enabled, false)
+                .setConfig(GraphDatabaseSettings.auth_enabled, password != null)
                 // Bolt's network threads otherwise idle 5 s per group on shutdown (10 s per stop).
                 .setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, 0)
                 .build();
@@ -48,6 +51,11 @@ public final class Main {
             stop.countDown();
         }));
 
+        if (password != null) {
+            // Embedded calls bypass auth: set the initial password the way an operator would.
+            dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME).executeTransactionally(
+                    "ALTER USER neo4j SET PASSWORD $pw CHANGE NOT REQUIRED", Map.of("pw", password));
+        }
         // Touch the default database so READY means "answers queries", not just "port open".
         dbms.database(GraphDatabaseSettings.DEFAULT_DATABASE_NAME).executeTransactionally("RETURN 1");
         System.out.println("READY bolt://127.0.0.1:" + port);
