@@ -205,9 +205,9 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             return 1
         source = str(path)
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
-    from taskzilla_sleep.ingest import parse_episode_lines
+    from taskzilla_sleep.ingest import Limits, parse_episode_lines
 
-    parse_episode_lines(lines, source, settings.ingest.max_text_chars)
+    parse_episode_lines(lines, source, Limits.of(settings.ingest), _now(args))
     with build(settings, secrets) as services:
         report = services.ingestor(clock=(lambda: args.now) if args.now else None).ingest_lines(lines, source)
     data = {

@@ -24,6 +24,8 @@ def render_night(result: NightResult, graph: CypherGraphStore) -> str:
     out = [f"night {run.id} at {run.now.isoformat()} ({run.trigger})"]
     if result.repaired_drift:
         out.append(f"  repaired {result.repaired_drift} drifted vectors left by an earlier crash")
+    if result.quarantined:
+        out.append(f"  quarantined {result.quarantined} stored items that could not be read (see the log)")
     for s in run.steps:
         dur = (s.finished_at - s.started_at).total_seconds() if s.finished_at and s.started_at else 0.0
         counts = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "no changes"

@@ -12,7 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
+from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row, refuse_unstorable
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
 from taskzilla_sleep.stores.graph import GraphBackend
 
@@ -74,6 +74,7 @@ class FalkorDBGraphStore(CypherGraphStore):
     def _run(self, query: str, params: Row | None, read_only: bool) -> list[Row]:
         if self._graph is None:
             raise StoreError("falkordb: store is not open")
+        refuse_unstorable("falkordb", params)
         try:
             res = (self._graph.ro_query if read_only else self._graph.query)(query, params or None)
         except redis.exceptions.ConnectionError as exc:
