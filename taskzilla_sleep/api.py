@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep.errors import InputError, StoreError
 from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, validate_item
-from taskzilla_sleep.models import Contradiction, EpisodeIn
+from taskzilla_sleep.models import Contradiction, EpisodeIn, StorableStr
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -43,8 +43,8 @@ class ItemError(BaseModel):
 
 class ResolveBody(BaseModel):
     keep: Literal["new", "old", "both"]
-    by: str = Field(min_length=1, max_length=200)
-    note: str | None = Field(default=None, max_length=2000)
+    by: StorableStr = Field(min_length=1, max_length=200)
+    note: StorableStr | None = Field(default=None, max_length=2000)
 
 
 class ContradictionView(BaseModel):

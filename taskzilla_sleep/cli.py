@@ -132,6 +132,10 @@ def _iso(raw: str) -> datetime:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from exc
     if t.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{raw!r} has no UTC offset (write e.g. 2026-11-30T03:05:00+01:00)")
+    from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME
+
+    if not EARLIEST_TIME <= t < LATEST_TIME:  # the stores hold no time outside: it would poison every night
+        raise argparse.ArgumentTypeError(f"{raw!r} is outside the years 1900 to 8999")
     return t
 
 

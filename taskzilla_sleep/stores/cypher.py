@@ -11,6 +11,7 @@ falkordb.py.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import uuid
 from abc import ABC, abstractmethod
@@ -43,6 +44,7 @@ _TEAM = re.compile(TEAM_RE)
 # call is bounded by the graph timeouts): reconcile drops it.
 STAGE_STALE_AFTER_S = 600.0
 _INT64 = (-(2**63), 2**63 - 1)
+_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")  # as models.unstorable, for the fast pass
 
 # Named query blocks, loaded once. Both dialects run them unchanged.
 Q_EXISTING = """
@@ -58,17 +60,21 @@ RETURN e.id AS id, e.status AS status, e.content_hash AS content_hash, e.team AS
        e.author AS author, e.ts AS ts, e.provenance AS provenance, e.text AS text
 """
 
-# An upsert is all or nothing: its batches write :StagedEpisode nodes (no reader matches that label)
-# under one IngestStage token, then ONE query relabels them :Episode — unless an id got stored by
-# another writer meanwhile or a batch is missing. A failure drops the stage; a stage left by a killed
-# process is dropped once stale (reconcile). Entities a stage created carry its token until then.
-# ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person who has not spoken yet).
+# An upsert is all or nothing. Its batches create the episodes *staged* under one IngestStage token:
+# status 'staged', no id (kept in staged_id, the status in staged_status) — every reader filters on
+# status or finds episodes by id, so none sees them, and a leftover never blocks the same id
+# (Neo4j's uniqueness constraint). ONE final query then gives them their id and status, unless an id
+# got stored by another writer meanwhile or a batch is missing. A failure drops the stage; a stage
+# left by a killed process is dropped once stale (reconcile). Entities a stage created carry its
+# token until then. ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person
+# who has not spoken yet).
+STAGED = "staged"
 Q_STAGE_EPISODES = """
 MERGE (st:IngestStage {token: $stage})
 SET st.touched_at = timestamp()
 WITH st
 UNWIND $rows AS r
-CREATE (e:StagedEpisode)
+CREATE (e:Episode)
 SET e += r.props, e.stage = $stage
 WITH e, r
 UNWIND r.links AS l
@@ -80,12 +86,14 @@ MERGE (e)-[:MENTIONS {role: l.role}]->(n)
 
 Q_COMMIT_STAGE = """
 MATCH (st:IngestStage {token: $stage})
-OPTIONAL MATCH (s:StagedEpisode {stage: $stage})
-OPTIONAL MATCH (x:Episode {id: s.id})
-WITH st, collect(DISTINCT s) AS staged, count(x) AS clashes
-WHERE clashes = 0 AND size(staged) = $expected
-FOREACH (s IN staged | SET s:Episode REMOVE s:StagedEpisode, s.stage)
-WITH st, size(staged) AS n
+OPTIONAL MATCH (s:Episode {stage: $stage})
+OPTIONAL MATCH (x:Episode {id: s.staged_id})
+WITH st, count(DISTINCT s) AS n, count(x) AS clashes
+WHERE clashes = 0 AND n = $expected
+MATCH (s:Episode {stage: $stage})
+SET s.id = s.staged_id, s.status = s.staged_status
+REMOVE s.staged_id, s.staged_status, s.stage
+WITH DISTINCT st, n
 OPTIONAL MATCH (m:Entity {stage: $stage})
 REMOVE m.stage
 WITH DISTINCT st, n
@@ -95,12 +103,12 @@ RETURN n
 
 Q_STAGE_STATE = """
 OPTIONAL MATCH (st:IngestStage {token: $stage})
-OPTIONAL MATCH (s:StagedEpisode {stage: $stage})
-OPTIONAL MATCH (x:Episode {id: s.id})
+OPTIONAL MATCH (s:Episode {stage: $stage})
+OPTIONAL MATCH (x:Episode {id: s.staged_id})
 RETURN count(DISTINCT st) AS stages, count(DISTINCT s) AS staged, count(x) AS clashes
 """
 
-Q_DROP_STAGED = "MATCH (s:StagedEpisode {stage: $stage}) WITH s LIMIT 5000 DETACH DELETE s RETURN count(*) AS n"
+Q_DROP_STAGED = "MATCH (s:Episode {stage: $stage}) WITH s LIMIT 5000 DETACH DELETE s RETURN count(*) AS n"
 # Entities the stage created and nothing else links to by now leave with it; the others stay.
 Q_DROP_STAGE_ENTITIES = """
 MATCH (n:Entity {stage: $stage})
@@ -141,7 +149,7 @@ Q_LIVE_IDS = {
 }
 
 Q_TEAMS = """
-MATCH (e:Episode) RETURN DISTINCT e.team AS team
+MATCH (e:Episode) WHERE e.stage IS NULL RETURN DISTINCT e.team AS team
 UNION
 MATCH (p:Pattern) RETURN DISTINCT p.team AS team
 """
@@ -182,7 +190,7 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Pattern", "team"),
     ("Pattern", "status"),
     ("Alert", "status"),
-    ("StagedEpisode", "stage"),
+    ("Episode", "stage"),
     ("Entity", "stage"),
 )
 
@@ -208,6 +216,13 @@ def episode_props(ep: Episode) -> Row:
         "content_hash": ep.content_hash(),
     }
     return {k: v for k, v in props.items() if v is not None}
+
+
+def _staged(props: Row) -> Row:
+    """An episode's props as staged: no id and no status a reader would match until the commit."""
+    out = dict(props)
+    out["staged_id"], out["staged_status"], out["status"] = out.pop("id"), out["status"], STAGED
+    return out
 
 
 def episode_from_props(p: Row) -> Episode:
@@ -240,26 +255,46 @@ def refuse_unstorable(backend: str, params: Row | None) -> None:
     FalkorDB's client inlines parameters into the query text: NUL cuts it short, NaN/inf are not
     Cypher, an integer beyond 64 bits is silently clamped; no backend can encode a lone surrogate.
     """
-    why = _unstorable_value(params, "") if params else None
-    if why is not None:
-        raise StoreError(f"{backend}: refused to send parameter {why}; the query was not sent")
+    if params and _suspect(params):
+        why = _unstorable_value(params, "")
+        if why is not None:
+            raise StoreError(f"{backend}: refused to send parameter {why}; the query was not sent")
+
+
+def _suspect(v: object) -> bool:
+    """The fast pass (every batch goes through it): could anything in ``v`` be unstorable?"""
+    if type(v) is str:
+        return _BAD_CHAR.search(v) is not None
+    if type(v) is dict:
+        return any(type(k) is not str or _BAD_CHAR.search(k) is not None or _suspect(x) for k, x in v.items())
+    if type(v) is list or type(v) is tuple:
+        return any(_suspect(x) for x in v)
+    if type(v) is int:
+        return not _INT64[0] <= v <= _INT64[1]
+    if type(v) is float:
+        return not math.isfinite(v)
+    return not (v is None or type(v) is bool)
 
 
 def _unstorable_value(v: object, path: str) -> str | None:
+    """The slow pass, once the fast one found something: which parameter, and why."""
     if isinstance(v, str):
         why = unstorable(v)
         return f"'{path}': {why}" if why else None
-    if v is None or isinstance(v, bool):
+    if isinstance(v, bool):
         return None
-    if isinstance(v, int):
-        return None if _INT64[0] <= v <= _INT64[1] else f"'{path}': an integer beyond 64 bits"
+    if isinstance(v, numbers.Integral):
+        return None if _INT64[0] <= int(v) <= _INT64[1] else f"'{path}': an integer beyond 64 bits"
     if isinstance(v, float):
         return None if math.isfinite(v) else f"'{path}': {v} is not a finite number"
+    if isinstance(v, bytes | bytearray):
+        return f"'{path}': bytes are not a graph value"
     if isinstance(v, Mapping):
         for k, x in v.items():
             key = str(k)
+            inner = f"{path}.{key}" if path else key
             why = unstorable(key)
-            found = f"'{path}': a key {why}" if why else _unstorable_value(x, f"{path}.{key}" if path else key)
+            found = f"'{path}': the key {key!r}: {why}" if why else _unstorable_value(x, inner)
             if found:
                 return found
         return None
@@ -268,8 +303,7 @@ def _unstorable_value(v: object, path: str) -> str | None:
             found = _unstorable_value(x, f"{path}[{i}]")
             if found:
                 return found
-        return None
-    return f"'{path}': a {type(v).__name__} is not a graph value"
+    return None  # anything else is the driver's to convert (or refuse)
 
 
 def chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -364,7 +398,7 @@ class CypherGraphStore(CycleQueries, ABC):
                         "role": lk.role,
                     }
                 )
-        rows = [{"props": episode_props(e), "links": links_of.get(i, [])} for i, e in new.items()]
+        rows = [{"props": _staged(episode_props(e)), "links": links_of.get(i, [])} for i, e in new.items()]
         stage = uuid.uuid4().hex
         try:
             for part in chunks(rows, self._batch):
@@ -437,7 +471,8 @@ class CypherGraphStore(CycleQueries, ABC):
     def counts(self) -> GraphCounts:
         by: dict[str, dict[str, int]] = {}
         for label, q in Q_COUNT_BY_STATUS.items():
-            by[label] = {str(r["status"]): int(r["n"]) for r in self._read(q)}
+            # An ingest in flight is not part of the store yet.
+            by[label] = {str(r["status"]): int(r["n"]) for r in self._read(q) if r["status"] != STAGED}
         return GraphCounts(
             episodes=by["episodes"],
             patterns=by["patterns"],

@@ -15,7 +15,7 @@ from taskzilla_sleep import contradictions, facts
 from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.ingest import Ingestor, IngestReport, WriteDiscipline
+from taskzilla_sleep.ingest import Ingestor, IngestReport, Limits, WriteDiscipline
 from taskzilla_sleep.llm.base import DistillRequest, LLMProvider, LLMUsage, PatternDraft, ReflectRequest, Verdict
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_index import write_memory
@@ -69,7 +69,7 @@ class Stack:
             self.vectors,
             EntityExtractor(s.projects, s.tools),
             WriteDiscipline(s.write_discipline),
-            s.max_text_chars,
+            Limits.of(s),
             lambda: at,
         )
 

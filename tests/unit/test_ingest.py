@@ -33,7 +33,9 @@ def make(
 ) -> tuple[Ingestor, MemoryGraphStore, MemoryVectorStore]:
     g = graph or MemoryGraphStore()
     v = vectors or MemoryVectorStore()
-    ing = Ingestor(g, v, EntityExtractor(["billing-api"], ["grafana"]), WriteDiscipline(rules), Limits(200), lambda: NOW)
+    ing = Ingestor(
+        g, v, EntityExtractor(["billing-api"], ["grafana"]), WriteDiscipline(rules), Limits(200), lambda: NOW
+    )
     return ing, g, v
 
 
