@@ -198,9 +198,12 @@ def content_differences(ep: Episode, stored: StoredEpisode) -> str | None:
     return ", ".join(diffs) or None
 
 
-def _same_content(a: Episode, b: Episode) -> str | None:
+def _same_content(a: Episode, b: Episode, where: str) -> str | None:
+    """What differs between two items of one file with the same id (``where``: the other's line/item)."""
     mine, theirs = a.content(), b.content()
-    diffs = [f"{f} {_show(f, mine[f])} (there: {_show(f, theirs[f])})" for f in CONTENT_FIELDS if mine[f] != theirs[f]]
+    diffs = [
+        f"{f} {_show(f, mine[f])} ({where}: {_show(f, theirs[f])})" for f in CONTENT_FIELDS if mine[f] != theirs[f]
+    ]
     return ", ".join(diffs) or None
 
 
@@ -274,7 +277,7 @@ class Ingestor:
             seen = by_id.get(ep.id)
             if seen is None:
                 by_id[ep.id] = (n, ep)
-            elif (diff := _same_content(ep, seen[1])) is not None:
+            elif (diff := _same_content(ep, seen[1], f"{unit} {seen[0]}")) is not None:
                 errors.append(LineError(source, n, "id", f"id {ep.id!r} is already used by {unit} {seen[0]}: {diff}"))
         self._raise_if(errors)
 

@@ -115,9 +115,13 @@ def test_ids_are_content_derived_and_explicit_ids_kept() -> None:
 
 def test_same_id_with_different_text_in_one_file_is_rejected() -> None:
     ing, g, _ = make()
-    with pytest.raises(EpisodeFileError, match=r"f:2: field 'id': id 'm1' is already used by line 1"):
+    with pytest.raises(EpisodeFileError, match=r"f:2: field 'id': id 'm1' is already used by line 1") as info:
         ing.ingest_lines([line(id="m1"), line(id="m1", text="changed")], "f")
     assert g.episodes == {}
+    assert str(info.value).endswith("line 1: text 'changed' (line 1: 'keep PRs small')")
+    with pytest.raises(EpisodeFileError, match=r"f:3: field 'id': .* team 'ops' \(line 1: 'platform'\)"):
+        ing.ingest_lines([line(id="m1"), line(text="other"), line(id="m1", team="ops")], "f")
+    assert ing.ingest_lines([line(id="m1"), line(id="m1")], "f").new == 1  # the same message twice: one
 
 
 def test_write_discipline_skips_counts_and_stores_nothing() -> None:
