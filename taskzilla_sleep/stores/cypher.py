@@ -10,12 +10,10 @@ falkordb.py.
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import structlog
@@ -31,7 +29,6 @@ from taskzilla_sleep.models import (
     EpisodeStatus,
     from_ms,
     to_ms,
-    unstorable,
 )
 from taskzilla_sleep.stores.cycle_queries import CycleQueries, why_unreadable
 from taskzilla_sleep.stores.graph import GraphBackend, GraphCounts, ItemKind, Poisoned, PoisonLog, StoredEpisode
@@ -43,8 +40,6 @@ _TEAM = re.compile(TEAM_RE)
 # A stage no batch touched for this long has lost its writer (a batch takes seconds; every backend
 # call is bounded by the graph timeouts): reconcile drops it.
 STAGE_STALE_AFTER_S = 600.0
-_INT64 = (-(2**63), 2**63 - 1)
-_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")  # as models.unstorable, for the fast pass
 
 # Named query blocks, loaded once. Both dialects run them unchanged.
 Q_EXISTING = """
@@ -247,63 +242,6 @@ def episode_from_props(p: Row) -> Episode:
         last_accessed=t("last_accessed"),
         pinned=bool(p.get("pinned", False)),
     )
-
-
-def refuse_unstorable(backend: str, params: Row | None) -> None:
-    """Raise StoreError before sending a parameter a backend cannot carry, identically on both.
-
-    FalkorDB's client inlines parameters into the query text: NUL cuts it short, NaN/inf are not
-    Cypher, an integer beyond 64 bits is silently clamped; no backend can encode a lone surrogate.
-    """
-    if params and _suspect(params):
-        why = _unstorable_value(params, "")
-        if why is not None:
-            raise StoreError(f"{backend}: refused to send parameter {why}; the query was not sent")
-
-
-def _suspect(v: object) -> bool:
-    """The fast pass (every batch goes through it): could anything in ``v`` be unstorable?"""
-    if type(v) is str:
-        return _BAD_CHAR.search(v) is not None
-    if type(v) is dict:
-        return any(type(k) is not str or _BAD_CHAR.search(k) is not None or _suspect(x) for k, x in v.items())
-    if type(v) is list or type(v) is tuple:
-        return any(_suspect(x) for x in v)
-    if type(v) is int:
-        return not _INT64[0] <= v <= _INT64[1]
-    if type(v) is float:
-        return not math.isfinite(v)
-    return not (v is None or type(v) is bool)
-
-
-def _unstorable_value(v: object, path: str) -> str | None:
-    """The slow pass, once the fast one found something: which parameter, and why."""
-    if isinstance(v, str):
-        why = unstorable(v)
-        return f"'{path}': {why}" if why else None
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, numbers.Integral):
-        return None if _INT64[0] <= int(v) <= _INT64[1] else f"'{path}': an integer beyond 64 bits"
-    if isinstance(v, float):
-        return None if math.isfinite(v) else f"'{path}': {v} is not a finite number"
-    if isinstance(v, bytes | bytearray):
-        return f"'{path}': bytes are not a graph value"
-    if isinstance(v, Mapping):
-        for k, x in v.items():
-            key = str(k)
-            inner = f"{path}.{key}" if path else key
-            why = unstorable(key)
-            found = f"'{path}': the key {key!r}: {why}" if why else _unstorable_value(x, inner)
-            if found:
-                return found
-        return None
-    if isinstance(v, list | tuple):
-        for i, x in enumerate(v):
-            found = _unstorable_value(x, f"{path}[{i}]")
-            if found:
-                return found
-    return None  # anything else is the driver's to convert (or refuse)
 
 
 def chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

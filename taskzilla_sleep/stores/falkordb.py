@@ -12,9 +12,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row, refuse_unstorable
+from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
 from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.stores.params import refuse_unstorable
 
 log = structlog.get_logger(__name__)
 

@@ -9,8 +9,9 @@ from neo4j import GraphDatabase, RoutingControl
 from neo4j.exceptions import Neo4jError, ServiceUnavailable
 
 from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row, refuse_unstorable
+from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
 from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.stores.params import refuse_unstorable
 
 
 class Neo4jGraphStore(CypherGraphStore):
