@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from taskzilla_sleep.errors import ConfigError, StoreError, TaskzillaError
 from taskzilla_sleep.models import Contradiction, Episode, EpisodeStatus, Pattern, from_ms, to_ms
 from taskzilla_sleep.settings import AlertChannel, AlertSettings
-from taskzilla_sleep.stores.cycle_queries import contradiction_from_props
+from taskzilla_sleep.stores.cycle_queries import UNREADABLE, contradiction_from_props, why_unreadable
 from taskzilla_sleep.stores.cypher import CypherGraphStore, chunks
 
 log = structlog.get_logger(__name__)
@@ -863,7 +863,10 @@ class Outbox:
             have = set(r["channels"] or [])
             missing = [n for n in enabled if n not in have]
             if missing:
-                todo.append((contradiction_from_props(r["c"]), missing))
+                try:
+                    todo.append((contradiction_from_props(r["c"]), missing))
+                except UNREADABLE as exc:  # the night quarantines it; one bad node must not stop the outbox
+                    log.warning("alert_not_queued", reason=why_unreadable(exc), contradiction_id=r["c"].get("id"))
         if not todo:
             return 0
         with self._mutex:

@@ -16,12 +16,12 @@ from typing import Annotated, Any, Literal
 import structlog
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep.errors import InputError, StoreError
-from taskzilla_sleep.ingest import Ingestor
-from taskzilla_sleep.models import TEAM_RE, Contradiction, EpisodeIn
+from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, validate_item
+from taskzilla_sleep.models import TEAM_RE, Contradiction, EpisodeIn, StorableStr
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -45,8 +45,8 @@ class ItemError(BaseModel):
 
 class ResolveBody(BaseModel):
     keep: Literal["new", "old", "both"]
-    by: str = Field(min_length=1, max_length=200)
-    note: str | None = Field(default=None, max_length=2000)
+    by: StorableStr = Field(min_length=1, max_length=200)
+    note: StorableStr | None = Field(default=None, max_length=2000)
 
 
 class ContradictionView(BaseModel):
@@ -173,21 +173,20 @@ def create_app(deps: ApiDeps) -> FastAPI:
             return JSONResponse({"detail": 'expected a JSON list of episodes or {"episodes": [...]}'}, 400)
         items: list[EpisodeIn] = []
         errors: list[ItemError] = []
+        now = deps.clock()
         for i, raw in enumerate(items_raw):
-            try:
-                item = EpisodeIn.model_validate(raw)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                errors.append(ItemError(index=i, field=".".join(str(p) for p in first["loc"]), reason=first["msg"]))
-                continue
-            if len(item.text) > deps.settings.ingest.max_text_chars:
-                errors.append(ItemError(index=i, field="text", reason="longer than ingest.max_text_chars"))
-                continue
-            items.append(item)
+            got = validate_item(raw, deps.ingestor.limits, now)
+            if isinstance(got, tuple):
+                errors.append(ItemError(index=i, field=got[0], reason=got[1]))
+            else:
+                items.append(got)
         if errors:
             return JSONResponse({"detail": [e.model_dump() for e in errors]}, status_code=422)
         try:
             report = deps.ingestor.ingest_items(items, source="api")
+        except EpisodeFileError as exc:  # ids reused with other content: numbered as the items
+            bad = [ItemError(index=e.line, field=e.field, reason=e.reason) for e in exc.errors]
+            return JSONResponse({"detail": [e.model_dump() for e in bad]}, status_code=422)
         except InputError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=422)
         except StoreError as exc:

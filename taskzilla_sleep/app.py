@@ -14,7 +14,7 @@ import structlog
 
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import ConfigError, StoreError
-from taskzilla_sleep.ingest import Ingestor, WriteDiscipline
+from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -49,7 +49,7 @@ class Services:
             self.vectors,
             EntityExtractor(s.projects, s.tools),
             WriteDiscipline(s.write_discipline),
-            s.max_text_chars,
+            Limits.of(s),
             clock or (lambda: datetime.now(UTC)),
         )
 

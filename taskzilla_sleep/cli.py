@@ -159,6 +159,10 @@ def _iso(raw: str) -> datetime:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from exc
     if t.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{raw!r} has no UTC offset (write e.g. 2026-11-30T03:05:00+01:00)")
+    from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME
+
+    if not EARLIEST_TIME <= t < LATEST_TIME:  # the stores hold no time outside: it would poison every night
+        raise argparse.ArgumentTypeError(f"{raw!r} is outside the years 1900 to 8999")
     return t
 
 
@@ -238,9 +242,9 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
         return 1
     lines = episode_lines(text)
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
-    from taskzilla_sleep.ingest import parse_episode_lines
+    from taskzilla_sleep.ingest import Limits, parse_episode_lines
 
-    parse_episode_lines(lines, source, settings.ingest.max_text_chars)
+    parse_episode_lines(lines, source, Limits.of(settings.ingest), _now(args))
     with build(settings, secrets) as services:
         report = services.ingestor(clock=(lambda: args.now) if args.now else None).ingest_lines(lines, source)
     data = {

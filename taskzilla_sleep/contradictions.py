@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal
 
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.models import Contradiction, ContradictionStatus, Pattern, PatternStatus, to_ms
+from taskzilla_sleep.models import Contradiction, ContradictionStatus, Pattern, PatternStatus, to_ms, unstorable
 from taskzilla_sleep.policies import status_for
 from taskzilla_sleep.stores.cycle_queries import contradiction_props, pattern_props
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -40,6 +40,9 @@ def resolve(
 ) -> Contradiction:
     if not by.strip():
         raise InputError("resolve: --by NAME is required (who decided)")
+    for what, value in (("--by", by), ("--note", note or "")):
+        if (why := unstorable(value)) is not None:
+            raise InputError(f"resolve: {what}: {why}")
     c = find(graph, cid)
     if c.status is ContradictionStatus.RESOLVED:
         raise InputError(

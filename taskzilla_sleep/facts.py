@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.models import TEAM_RE, Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.models import TEAM_RE, Pattern, PatternKind, PatternStatus, unstorable
 from taskzilla_sleep.policies import slug
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import VectorStore
@@ -35,6 +35,9 @@ def pin(
         raise InputError(f"facts pin: the fact is {len(statement)} characters; the limit is 300")
     if not by.strip():
         raise InputError("facts pin: --by NAME is required (who declared this fact)")
+    for what, value in (("the fact text", statement), ("--by", by), ("--entity", entity or "")):
+        if (why := unstorable(value)) is not None:
+            raise InputError(f"facts pin: {what}: {why}")
     fid = fact_id(team, statement)
     existing = graph.patterns_by_id([fid])
     if existing and existing[0].status is PatternStatus.ACTIVE:
@@ -71,6 +74,8 @@ def list_facts(graph: CypherGraphStore, team: str | None) -> list[Pattern]:
 
 
 def unpin(graph: CypherGraphStore, vectors: VectorStore, fid: str, by: str, now: datetime) -> Pattern:
+    if (why := unstorable(by)) is not None:
+        raise InputError(f"facts unpin: --by: {why}")
     found = graph.patterns_by_id([fid])
     if not found or not found[0].pinned:
         raise InputError(f"facts unpin: no pinned fact with id {fid!r} (see `taskzilla-sleep facts list`)")

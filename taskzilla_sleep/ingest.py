@@ -1,6 +1,9 @@
 """Ingestion: validate a whole file first, then write the graph, then the vectors.
 
-Bad input is reported with file, line, field and reason, and nothing from that file is written.
+Bad input is reported with file, line, field and reason, and nothing from that file is written:
+the schema, the characters the stores can hold, timestamps in a sane range, and ids — an id
+already stored (or used earlier in the file) with other content is an error, with the same content
+a no-op. The graph write itself is all or nothing (see ``CypherGraphStore.upsert_episodes``).
 Write discipline (SPEC §4) skips content a connected tool can re-derive: counted and logged, not
 stored.
 """
@@ -11,7 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import structlog
 from pydantic import ValidationError
@@ -19,9 +22,9 @@ from pydantic import ValidationError
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.models import EPISODE_LIVE, Episode, EpisodeIn, to_ms
-from taskzilla_sleep.settings import ConnectorRule
-from taskzilla_sleep.stores.graph import GraphStore
+from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, Episode, EpisodeIn, EpisodeStatus, from_ms, to_ms
+from taskzilla_sleep.settings import ConnectorRule, IngestSettings
+from taskzilla_sleep.stores.graph import GraphStore, StoredEpisode
 from taskzilla_sleep.stores.vector import MetaValue, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -84,7 +87,53 @@ def _reason_of(err: Mapping[str, object]) -> str:
     return f"{msg} (got {err.get('input')!r})" if "input" in err and kind.startswith("datetime") else msg
 
 
-def parse_episode_lines(lines: Iterable[str], source: str, max_text_chars: int) -> list[tuple[int, EpisodeIn]]:
+@dataclass(frozen=True)
+class Limits:
+    """What an episode must satisfy beyond its schema (the ``ingest.*`` settings)."""
+
+    max_text_chars: int = 8000
+    earliest_ts: datetime = datetime(2000, 1, 1, tzinfo=UTC)
+    max_future: timedelta = timedelta(hours=24)
+
+    @classmethod
+    def of(cls, s: IngestSettings) -> Limits:
+        return cls(s.max_text_chars, s.earliest_ts, timedelta(hours=s.max_future_hours))
+
+    def problem(self, item: EpisodeIn, now: datetime) -> tuple[str, str] | None:
+        """(field, reason) of the first limit ``item`` breaks at ingest clock ``now``, or None."""
+        if len(item.text) > self.max_text_chars:
+            return "text", f"{len(item.text)} characters; the limit is {self.max_text_chars} (ingest.max_text_chars)"
+        latest = now + self.max_future
+        if item.ts < self.earliest_ts:
+            return "ts", f"{item.ts.isoformat()} is before {self.earliest_ts.isoformat()} (ingest.earliest_ts)"
+        if item.ts > latest:
+            return "ts", (
+                f"{item.ts.isoformat()} is more than {_hours(self.max_future)} after the ingest clock "
+                f"{now.isoformat()} (ingest.max_future_hours)"
+            )
+        return None
+
+
+def _hours(d: timedelta) -> str:
+    h = d.total_seconds() / 3600
+    return f"{h:g} h"
+
+
+def validate_item(obj: object, limits: Limits, now: datetime) -> EpisodeIn | tuple[str, str]:
+    """One decoded JSON value as an episode, or (field, reason) of what is wrong with it."""
+    if not isinstance(obj, dict):
+        return "", f"expected a JSON object, got {type(obj).__name__}"
+    try:
+        item = EpisodeIn.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return _field_of(first), _reason_of(first)
+    return limits.problem(item, now) or item
+
+
+def parse_episode_lines(
+    lines: Iterable[str], source: str, limits: Limits, now: datetime
+) -> list[tuple[int, EpisodeIn]]:
     """Validate every line; raise EpisodeFileError listing the bad ones (first 20) or return them all."""
     items: list[tuple[int, EpisodeIn]] = []
     errors: list[LineError] = []
@@ -107,26 +156,58 @@ def parse_episode_lines(lines: Iterable[str], source: str, max_text_chars: int) 
         except RecursionError:
             bad(lineno, "", "JSON nested too deeply (an episode is one flat object)")
             continue
-        if not isinstance(obj, dict):
-            bad(lineno, "", f"expected a JSON object, got {type(obj).__name__}")
+        got = validate_item(obj, limits, now)
+        if isinstance(got, tuple):
+            bad(lineno, *got)
             continue
-        try:
-            item = EpisodeIn.model_validate(obj)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            bad(lineno, _field_of(first), _reason_of(first))
-            continue
-        if len(item.text) > max_text_chars:
-            bad(
-                lineno,
-                "text",
-                f"{len(item.text)} characters; the limit is {max_text_chars} (ingest.max_text_chars)",
-            )
-            continue
-        items.append((lineno, item))
+        items.append((lineno, got))
     if total_bad:
         raise EpisodeFileError(errors, total_bad)
     return items
+
+
+def _short(v: object, width: int = 40) -> str:
+    if not isinstance(v, str):
+        return repr(v)
+    return repr(v if len(v) <= width else v[: width - 1] + "…")
+
+
+def _show(fld: str, v: object) -> str:
+    if fld == "ts" and isinstance(v, int):
+        try:
+            return from_ms(v).isoformat()
+        except ValueError:
+            return f"{v} ms"
+    return _short(v)
+
+
+def content_differences(ep: Episode, stored: StoredEpisode) -> str | None:
+    """What differs between ``ep`` and what the graph holds under its id; None when it is the same message.
+
+    The content hash kept at ingest decides, even after retirement dropped the text; an episode stored
+    before hashes were kept is compared on the fields still on the node.
+    """
+    if stored.content_hash is not None and stored.content_hash == ep.content_hash():
+        return None
+    mine = ep.content()
+    diffs = [
+        f"{f} {_show(f, mine[f])} (stored: {_show(f, stored.fields[f])})"
+        for f in CONTENT_FIELDS
+        if stored.fields.get(f) is not None and stored.fields[f] != mine[f]
+    ]
+    if not diffs and stored.content_hash is not None:
+        # The hash differs, every field still stored agrees: the text, dropped since, was another one.
+        diffs = [f"text {_short(ep.text)} (the stored text was dropped when the episode was {stored.status.value})"]
+    return ", ".join(diffs) or None
+
+
+def _same_content(a: Episode, b: Episode, where: str) -> str | None:
+    """What differs between two items of one file with the same id (``where``: the other's line/item)."""
+    mine, theirs = a.content(), b.content()
+    diffs = [
+        f"{f} {_show(f, mine[f])} ({where}: {_show(f, theirs[f])})" for f in CONTENT_FIELDS if mine[f] != theirs[f]
+    ]
+    return ", ".join(diffs) or None
 
 
 class WriteDiscipline:
@@ -162,48 +243,67 @@ class Ingestor:
         vectors: VectorStore,
         extractor: EntityExtractor,
         discipline: WriteDiscipline,
-        max_text_chars: int,
+        limits: Limits,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._graph = graph
         self._vectors = vectors
         self._extractor = extractor
         self._discipline = discipline
-        self._max_text = max_text_chars
+        self._limits = limits
         self._clock = clock
 
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
     def ingest_lines(self, lines: Iterable[str], source: str) -> IngestReport:
-        items = parse_episode_lines(lines, source, self._max_text)
+        items = parse_episode_lines(lines, source, self._limits, self._clock())
         return self.ingest_items([it for _, it in items], source, line_numbers=[n for n, _ in items])
 
     def ingest_items(
         self, items: Sequence[EpisodeIn], source: str = "api", line_numbers: Sequence[int] | None = None
     ) -> IngestReport:
+        """Store ``items`` (all or nothing). Without ``line_numbers`` they are API items, numbered from 0."""
         now = self._clock()
-        numbers = list(line_numbers) if line_numbers is not None else list(range(1, len(items) + 1))
+        numbers = list(line_numbers) if line_numbers is not None else list(range(len(items)))
+        unit = "line" if line_numbers is not None else "item"
         report = IngestReport()
+        errors: list[LineError] = []
         by_id: dict[str, tuple[int, Episode]] = {}
         for n, item in zip(numbers, items, strict=True):
+            problem = self._limits.problem(item, now)
+            if problem is not None:
+                errors.append(LineError(source, n, *problem))
+                continue
             ep = Episode.from_input(item, now)
             seen = by_id.get(ep.id)
-            if seen is not None and (seen[1].text, seen[1].ts) != (ep.text, ep.ts):
-                raise EpisodeFileError(
-                    [LineError(source, n, "id", f"id {ep.id!r} is already used by line {seen[0]}")], 1
-                )
-            by_id.setdefault(ep.id, (n, ep))
+            if seen is None:
+                by_id[ep.id] = (n, ep)
+            elif (diff := _same_content(ep, seen[1], f"{unit} {seen[0]}")) is not None:
+                errors.append(LineError(source, n, "id", f"id {ep.id!r} is already used by {unit} {seen[0]}: {diff}"))
+        self._raise_if(errors)
 
-        kept: list[Episode] = []
-        for _, ep in by_id.values():
+        kept: list[tuple[int, Episode]] = []
+        for n, ep in by_id.values():
             connector = self._discipline.connector_for(ep)
             if connector is None:
-                kept.append(ep)
+                kept.append((n, ep))
                 continue
             report.skipped += 1
             report.skipped_by_connector[connector] = report.skipped_by_connector.get(connector, 0) + 1
             log.info("episode_skipped", reason="write_discipline", connector=connector, episode_id=ep.id)
 
-        existing = self._graph.existing_episodes([e.id for e in kept])
-        new = [e for e in kept if e.id not in existing]
+        # The same id with the same content is a re-delivery (a no-op); with other content it is an
+        # error: storing nothing under it while answering "already present" would lose the message.
+        stored = self._graph.stored_episodes([e.id for _, e in kept])
+        for n, ep in kept:
+            diff = content_differences(ep, stored[ep.id]) if ep.id in stored else None
+            if diff is not None:
+                errors.append(LineError(source, n, "id", f"id {ep.id!r} is already stored with other content: {diff}"))
+        self._raise_if(errors)
+        existing = {i: s.status for i, s in stored.items()}
+        new = [e for _, e in kept if e.id not in existing]
         report.present = len(kept) - len(new)
         report.new_ids = [e.id for e in new]
 
@@ -215,7 +315,7 @@ class Ingestor:
         report.new = self._graph.upsert_episodes(new, links)
         crashpoint("ingest.after_graph")
 
-        live = [e for e in kept if existing.get(e.id, e.status) in EPISODE_LIVE]
+        live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
         report.vectors_repaired = self._embed_missing(live, set(existing))
         log.info(
             "episodes_ingested",
@@ -227,6 +327,11 @@ class Ingestor:
         )
         return report
 
+    @staticmethod
+    def _raise_if(errors: Sequence[LineError]) -> None:
+        if errors:
+            raise EpisodeFileError(errors[:MAX_REPORTED_ERRORS], len(errors))
+
     def _embed_missing(self, episodes: Sequence[Episode], previously_present: set[str]) -> int:
         repaired = 0
         by_team: dict[str, list[Episode]] = {}
@@ -237,7 +342,7 @@ class Ingestor:
             todo = [e for e in eps if e.id not in have]
             if not todo:
                 continue
-            # Embed what the graph holds (an explicit id may have been reused with other text).
+            # Embed what the graph holds: the source of truth, whatever the input said.
             texts = self._graph.live_texts(team, "episode", [e.id for e in todo])
             todo = [e for e in todo if e.id in texts]
             self._vectors.upsert(

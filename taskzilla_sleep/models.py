@@ -12,13 +12,37 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 TEAM_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
 
+# Characters no store can carry: NUL (FalkorDB's client inlines parameters into a query header that
+# ends at it) and lone surrogates (JSON's "\ud800" escapes allow them; UTF-8, which every backend
+# speaks, cannot encode them). Everything else round-trips on both graph backends and Chroma.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable(text: str) -> str | None:
+    """Why ``text`` cannot be stored (which character, where), or None when it can."""
+    m = _UNSTORABLE.search(text)
+    if m is None:
+        return None
+    what = "NUL" if m.group() == "\x00" else "a lone surrogate"
+    return f"character {m.start() + 1} is U+{ord(m.group()):04X} ({what}), which the stores cannot hold"
+
+
+def _storable(v: str) -> str:
+    why = unstorable(v)
+    if why is not None:
+        raise ValueError(why)
+    return v
+
+
+StorableStr = Annotated[str, AfterValidator(_storable)]
 EpisodeId = Annotated[str, StringConstraints(pattern=ID_RE)]
 TeamName = Annotated[str, StringConstraints(pattern=TEAM_RE)]
+_NUMBER = re.compile(r"\s*[-+]?\d+(\.\d*)?\s*")
 
 
 class Provenance(StrEnum):
@@ -31,22 +55,24 @@ class Provenance(StrEnum):
 
 
 class EpisodeStatus(StrEnum):
-    """raw -> absorbed -> retired; raw -> pruned."""
+    """raw -> absorbed -> retired; raw -> pruned. Any -> quarantined (stored props that cannot be read)."""
 
     RAW = "raw"
     ABSORBED = "absorbed"
     RETIRED = "retired"
     PRUNED = "pruned"
+    QUARANTINED = "quarantined"
 
 
 class PatternStatus(StrEnum):
-    """tentative -> active -> contested -> superseded / retired."""
+    """tentative -> active -> contested -> superseded / retired. Any -> quarantined (unreadable props)."""
 
     TENTATIVE = "tentative"
     ACTIVE = "active"
     CONTESTED = "contested"
     SUPERSEDED = "superseded"
     RETIRED = "retired"
+    QUARANTINED = "quarantined"
 
 
 class PatternKind(StrEnum):
@@ -67,6 +93,7 @@ class EntityKind(StrEnum):
 class ContradictionStatus(StrEnum):
     OPEN = "open"
     RESOLVED = "resolved"
+    QUARANTINED = "quarantined"
 
 
 # Statuses whose items have a vector in Chroma; anything else must not.
@@ -74,14 +101,27 @@ EPISODE_LIVE = frozenset({EpisodeStatus.RAW, EpisodeStatus.ABSORBED})
 PATTERN_LIVE = frozenset({PatternStatus.TENTATIVE, PatternStatus.ACTIVE, PatternStatus.CONTESTED})
 
 
+# The times the stores hold. Far wider than any message or clock, narrow enough that a step's date
+# arithmetic (now - window, ts + grace, ...) never leaves Python's years 1..9999: a time outside is
+# never written (to_ms raises) and a stored one is unreadable (from_ms raises; the item is quarantined).
+EARLIEST_TIME = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST_TIME = datetime(9000, 1, 1, tzinfo=UTC)
+_MS_RANGE = (int(EARLIEST_TIME.timestamp() * 1000), int(LATEST_TIME.timestamp() * 1000))
+
+
 def to_ms(t: datetime) -> int:
-    """Epoch milliseconds of an aware datetime."""
+    """Epoch milliseconds of an aware datetime within EARLIEST_TIME..LATEST_TIME."""
     if t.tzinfo is None:
         raise ValueError("naive datetime: a timezone is required")
-    return int(t.timestamp() * 1000)
+    ms = int(t.timestamp() * 1000)
+    if not _MS_RANGE[0] <= ms < _MS_RANGE[1]:
+        raise ValueError(f"time {t.isoformat()} is outside the range the stores hold (years 1900 to 8999)")
+    return ms
 
 
 def from_ms(ms: int) -> datetime:
+    if not _MS_RANGE[0] <= ms < _MS_RANGE[1]:
+        raise ValueError(f"stored time {ms} ms is outside the range the stores hold (years 1900 to 8999)")
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
@@ -91,6 +131,10 @@ def episode_id_for(team: str, channel: str, author: str, ts: datetime, text: str
     return "ep_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
+# What makes two episodes with one id "the same message" (connector, a routing hint, is left out).
+CONTENT_FIELDS = ("team", "channel", "author", "ts", "provenance", "text")
+
+
 class EpisodeIn(BaseModel):
     """One line of an ingest file, exactly as a bot writes it. Unknown fields are rejected."""
 
@@ -98,12 +142,22 @@ class EpisodeIn(BaseModel):
 
     id: EpisodeId | None = None
     team: TeamName
-    channel: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    author: Annotated[str, StringConstraints(min_length=1, max_length=200)]
-    text: Annotated[str, StringConstraints(min_length=1)]
+    channel: Annotated[StorableStr, StringConstraints(min_length=1, max_length=200)]
+    author: Annotated[StorableStr, StringConstraints(min_length=1, max_length=200)]
+    text: Annotated[StorableStr, StringConstraints(min_length=1)]
     ts: datetime
     provenance: Provenance
-    connector: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    connector: Annotated[StorableStr, StringConstraints(min_length=1, max_length=64)] | None = None
+
+    @field_validator("ts", mode="before")
+    @classmethod
+    def _not_a_number(cls, v: object) -> object:
+        # pydantic reads a number (or a numeric string) as Unix seconds in UTC: a guess, not a zone.
+        if (isinstance(v, int | float) and not isinstance(v, bool)) or (isinstance(v, str) and _NUMBER.fullmatch(v)):
+            raise ValueError(
+                "a number is not a timestamp with a time zone (write ISO-8601, e.g. 2026-11-30T10:02:00+01:00)"
+            )
+        return v
 
     @field_validator("ts")
     @classmethod
@@ -144,6 +198,23 @@ class Episode(BaseModel):
     # found no group for it); None = arrived since, still to be distilled, whatever its ``ts`` says.
     distilled_at: datetime | None = None
     distill_attempts: int = 0  # nightly distills whose question about its group got no usable answer
+
+    def content(self) -> dict[str, str | int]:
+        """The fields of CONTENT_FIELDS as the graph stores them (ts in epoch ms)."""
+        return {
+            "team": self.team,
+            "channel": self.channel,
+            "author": self.author,
+            "ts": to_ms(self.ts),
+            "provenance": self.provenance.value,
+            "text": self.text,
+        }
+
+    def content_hash(self) -> str:
+        """Kept on the node at ingest, so a reused id is still recognised after the text is dropped."""
+        c = self.content()
+        key = "\x1f".join(str(c[f]) for f in CONTENT_FIELDS)
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
     @classmethod
     def from_input(cls, item: EpisodeIn, ingested_at: datetime) -> Episode:

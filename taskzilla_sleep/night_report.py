@@ -27,6 +27,8 @@ def render_night(result: NightResult, graph: CypherGraphStore) -> str:
     for what in result.resumed:
         step, _, team = what.partition(":")
         out.append(f"  finished the {step} of team {team} that an earlier run left half-applied (from its journal)")
+    if result.quarantined:
+        out.append(f"  quarantined {result.quarantined} stored items that could not be read (see the log)")
     for s in run.steps:
         dur = (s.finished_at - s.started_at).total_seconds() if s.finished_at and s.started_at else 0.0
         counts = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "no changes"

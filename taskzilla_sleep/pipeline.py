@@ -20,6 +20,7 @@ from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.memory_index import rebuild_memory
 from taskzilla_sleep.models import Pattern, Run, RunTrigger, StepName, StepResult
+from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.steps import ORDER, STEP_NAMES
@@ -37,6 +38,7 @@ class NightResult:
     notes: dict[str, list[str]] = field(default_factory=dict)
     repaired_drift: int = 0
     resumed: list[str] = field(default_factory=list)  # "step:team" finished from a crashed run's journal
+    quarantined: int = 0  # unreadable stored items set aside by the reconcile before the steps
 
     @property
     def ok(self) -> bool:
@@ -105,8 +107,9 @@ def run_night(
     bound.__enter__()
     try:
         if not dry_run:
-            drift = reconcile(graph, vectors, repair=True)
+            drift = reconcile(graph, vectors, repair=True, now=now)
             result.repaired_drift = drift.repaired
+            result.quarantined = drift.quarantined
             run.sizes_before = store_sizes(graph, vectors)
             graph.save_run(run)
         team_list = list(teams) if teams is not None else graph.teams()
@@ -157,6 +160,10 @@ def run_night(
                         pending[team].update({c.pattern.id: c.pattern for c in plan.changes})
                     result.plans.setdefault(res.step, []).append(plan)
                     counts = plan.counts() if dry_run else step.apply(ctx, plan)
+                    # Items the step could not read were skipped; set aside for good, the night goes on.
+                    found = settle(graph, vectors, step_now, dry_run=dry_run)
+                    if found:
+                        counts = {**counts, "quarantined": len(found)}
                     crashpoint(f"pipeline.after_{res.step}")
                     for k, v in counts.items():
                         res.counts[k] = res.counts.get(k, 0) + int(v)

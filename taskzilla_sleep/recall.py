@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, PatternStatus, normalize_name
+from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import VectorStore
 
@@ -103,4 +104,5 @@ def recall(
         eps_part = sorted((i for i in items if i.kind == "episode"), key=lambda i: (-i.similarity, i.id))
         items = pats_part + eps_part[: k - good]
     graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
+    settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
     return items

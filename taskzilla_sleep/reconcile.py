@@ -9,11 +9,13 @@ the missing vectors from the graph's text and deletes the orphans.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 import structlog
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.ingest import episode_metadata
+from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.graph import GraphStore, ItemKind
 from taskzilla_sleep.stores.vector import MetaValue, VectorKind, VectorStore
 
@@ -31,6 +33,8 @@ class DriftCounts(BaseModel):
 class ReconcileReport(BaseModel):
     repair: bool
     by_team: dict[str, dict[str, DriftCounts]] = Field(default_factory=dict)
+    stale_stages: int = 0  # ingests interrupted mid-write whose invisible staged episodes were dropped
+    quarantined: int = 0  # stored items found unreadable (quarantined unless --check)
 
     @property
     def missing(self) -> int:
@@ -49,8 +53,12 @@ class ReconcileReport(BaseModel):
         return self.missing + self.orphans
 
 
-def reconcile(graph: GraphStore, vectors: VectorStore, repair: bool = True) -> ReconcileReport:
+def reconcile(
+    graph: GraphStore, vectors: VectorStore, repair: bool = True, now: datetime | None = None
+) -> ReconcileReport:
     report = ReconcileReport(repair=repair)
+    if repair:
+        report.stale_stages = graph.drop_stale_stages()
     for team in sorted(set(graph.teams()) | set(vectors.teams())):
         for kind, vkind in KINDS:
             live = graph.live_ids(team, kind)
@@ -73,7 +81,16 @@ def reconcile(graph: GraphStore, vectors: VectorStore, repair: bool = True) -> R
                     repaired=counts.repaired,
                 )
             report.by_team.setdefault(team, {})[vkind] = counts
-    log.info("reconcile_finished", missing=report.missing, orphans=report.orphans, repaired=report.repaired)
+    # Unreadable items met on the way are quarantined (their vectors go): the next reconcile is clean.
+    report.quarantined = len(settle(graph, vectors, now or datetime.now(UTC), dry_run=not repair))
+    log.info(
+        "reconcile_finished",
+        missing=report.missing,
+        orphans=report.orphans,
+        repaired=report.repaired,
+        stale_stages=report.stale_stages,
+        quarantined=report.quarantined,
+    )
     return report
 
 

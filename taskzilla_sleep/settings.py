@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from datetime import time
+from datetime import UTC, datetime, time, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from taskzilla_sleep.errors import ConfigError
+from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME
 
 ENV_PREFIX = "TASKZILLA__"
 NEO4J_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
@@ -124,9 +125,22 @@ class ConnectorRule(_Section):
 
 class IngestSettings(_Section):
     max_text_chars: int = Field(default=8000, ge=1, le=1_000_000)
+    # An episode's ts must lie in [earliest_ts, the ingest clock + max_future_hours]: a year-0001 or
+    # year-9999 timestamp is a bug upstream, and stored it would break every later night.
+    earliest_ts: datetime = datetime(2000, 1, 1, tzinfo=UTC)
+    max_future_hours: float = Field(default=24, ge=0, le=8760)
     projects: list[str] = Field(default_factory=list)
     tools: list[str] = Field(default_factory=list)
     write_discipline: dict[str, ConnectorRule] = Field(default_factory=dict)
+
+    @field_validator("earliest_ts")
+    @classmethod
+    def _earliest(cls, v: datetime) -> datetime:
+        if v.tzinfo is None or v.utcoffset() is None:
+            raise ValueError("needs a UTC offset, e.g. 2000-01-01T00:00:00+00:00")
+        if not EARLIEST_TIME <= v < LATEST_TIME - timedelta(days=366):
+            raise ValueError("must be between 1900 and 8998")
+        return v
 
 
 class PruneSettings(_Section):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from taskzilla_sleep.models import (
     Contradiction,
@@ -23,8 +25,15 @@ from taskzilla_sleep.models import (
     from_ms,
     to_ms,
 )
+from taskzilla_sleep.stores.graph import Poisoned, PoisonKind, PoisonLog
 
 Row = dict[str, Any]
+T = TypeVar("T")
+
+# What turning stored props into a model raises when a value is out of range, of the wrong type or
+# missing (written by an older version or by hand): the item is skipped and quarantined, never fatal.
+UNREADABLE = (ValueError, TypeError, KeyError, OverflowError, AttributeError)
+QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True)
@@ -104,8 +113,8 @@ RETURN properties(p) AS p
 Q_PATTERN_CARDS = """
 UNWIND $ids AS id
 MATCH (p:Pattern {id: id})
-RETURN p.id AS id, p.statement AS statement, p.status AS status, p.pinned AS pinned, p.subjects AS subjects,
-       p.confidence AS confidence, p.support_count AS support_count
+RETURN p.id AS id, p.team AS team, p.statement AS statement, p.status AS status, p.pinned AS pinned,
+       p.subjects AS subjects, p.confidence AS confidence, p.support_count AS support_count
 """
 
 Q_WRITE_PATTERN = """
@@ -229,6 +238,17 @@ Q_SLOT_DONE = "MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r
 Q_MARK_EPISODES_ACCESSED = "UNWIND $ids AS id MATCH (e:Episode {id: id}) SET e.last_accessed = $at"
 Q_MARK_PATTERNS_ACCESSED = "UNWIND $ids AS id MATCH (p:Pattern {id: id}) SET p.last_accessed = $at"
 
+# A stored item that cannot be read is set aside, its status kept: every step filters on status.
+Q_QUARANTINE = {
+    kind: f"""
+UNWIND $rows AS r
+MATCH (n:{label} {{id: r.id}})
+WHERE coalesce(n.status, '') <> 'quarantined'
+SET n.quarantined_from = n.status, n.status = 'quarantined', n.quarantined_at = $at, n.quarantine_reason = r.reason
+"""
+    for kind, label in (("episode", "Episode"), ("pattern", "Pattern"), ("contradiction", "Contradiction"))
+}
+
 _PATTERN_TIMES = ("first_seen", "last_seen", "created_at", "updated_at", "valid_from", "valid_to", "archived_at")
 _CON_TIMES = ("opened_at", "resolved_at")
 
@@ -271,6 +291,27 @@ def contradiction_from_props(d: Row) -> Contradiction:
     return Contradiction.model_validate(d)
 
 
+def _card(r: Row) -> PatternCard:
+    return PatternCard(
+        id=r["id"],
+        statement=str(r["statement"]),
+        status=PatternStatus(r["status"]),
+        pinned=bool(r["pinned"]),
+        subjects=tuple(r["subjects"] or ()),
+        confidence=float(r["confidence"]),
+        support_count=int(r["support_count"] or 0),
+    )
+
+
+def why_unreadable(exc: BaseException) -> str:
+    """A short reason for the log and the node (no stored text: values stay out of it)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
+    if isinstance(exc, KeyError):
+        return f"missing property {exc}"
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
 class CycleQueries:
     """Mixed into CypherGraphStore: the cycle's reads and writes, in the shared dialect."""
 
@@ -280,6 +321,33 @@ class CycleQueries:
     @abstractmethod
     def _write(self, query: str, params: Row | None = None) -> list[Row]: ...
 
+    _poison: PoisonLog
+
+    # -- unreadable items ----------------------------------------------------------------------
+    def _models(self, kind: PoisonKind, props: Iterable[Row], convert: Callable[[Row], T]) -> list[T]:
+        """Each stored item as its model; one that cannot be is skipped and logged for quarantine."""
+        out: list[T] = []
+        for p in props:
+            if p.get("status") == QUARANTINED:
+                continue
+            try:
+                out.append(convert(p))
+            except UNREADABLE as exc:
+                team = p.get("team")
+                self._poison.add(
+                    Poisoned(kind, str(p.get("id")), team if isinstance(team, str) else None, why_unreadable(exc))
+                )
+        return out
+
+    def take_poisoned(self) -> list[Poisoned]:
+        return self._poison.take()
+
+    def quarantine(self, items: Sequence[Poisoned], at: datetime) -> None:
+        for kind, query in Q_QUARANTINE.items():
+            rows = [{"id": p.id, "reason": p.reason} for p in items if p.kind == kind]
+            if rows:
+                self._write(query, {"rows": rows, "at": to_ms(at)})
+
     # -- episodes ------------------------------------------------------------------------------
     def episodes_in_window(self, team: str, statuses: Sequence[str], after: datetime, until: datetime) -> list[Episode]:
         from taskzilla_sleep.stores.cypher import episode_from_props
@@ -288,20 +356,20 @@ class CycleQueries:
             Q_EPISODES_IN_WINDOW,
             {"team": team, "statuses": list(statuses), "from": to_ms(after), "to": to_ms(until)},
         )
-        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+        return sorted(self._models("episode", (r["p"] for r in rows), episode_from_props), key=lambda e: (e.ts, e.id))
 
     def episodes_by_status(self, team: str, statuses: Sequence[str]) -> list[Episode]:
         from taskzilla_sleep.stores.cypher import episode_from_props
 
         rows = self._read(Q_EPISODES_BY_STATUS, {"team": team, "statuses": list(statuses)})
-        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+        return sorted(self._models("episode", (r["p"] for r in rows), episode_from_props), key=lambda e: (e.ts, e.id))
 
     def stale_raw_episodes(self, team: str, cutoff: datetime) -> list[Episode]:
         """Raw, unpinned episodes last touched (ts, ingested, read) at or before ``cutoff``."""
         from taskzilla_sleep.stores.cypher import episode_from_props
 
         rows = self._read(Q_STALE_RAW, {"team": team, "cutoff": to_ms(cutoff)})
-        return sorted((episode_from_props(r["p"]) for r in rows), key=lambda e: (e.ts, e.id))
+        return sorted(self._models("episode", (r["p"] for r in rows), episode_from_props), key=lambda e: (e.ts, e.id))
 
     def pending_raw_episodes(self, team: str, before: datetime, legacy: datetime | None) -> list[Episode]:
         """Raw episodes no nightly distill has taken into account, timestamped at or before ``before``."""
@@ -344,25 +412,16 @@ class CycleQueries:
 
     # -- patterns ------------------------------------------------------------------------------
     def patterns(self, team: str) -> list[Pattern]:
-        return sorted((pattern_from_props(r["p"]) for r in self._read(Q_PATTERNS, {"team": team})), key=_pkey)
+        rows = self._read(Q_PATTERNS, {"team": team})
+        return sorted(self._models("pattern", (r["p"] for r in rows), pattern_from_props), key=_pkey)
 
     def patterns_by_id(self, ids: Sequence[str]) -> list[Pattern]:
-        return sorted((pattern_from_props(r["p"]) for r in self._read(Q_PATTERNS_BY_ID, {"ids": list(ids)})), key=_pkey)
+        rows = self._read(Q_PATTERNS_BY_ID, {"ids": list(ids)})
+        return sorted(self._models("pattern", (r["p"] for r in rows), pattern_from_props), key=_pkey)
 
     def pattern_cards(self, ids: Sequence[str]) -> dict[str, PatternCard]:
         """What recall shows of each pattern (unknown ids are left out)."""
-        return {
-            r["id"]: PatternCard(
-                id=r["id"],
-                statement=r["statement"],
-                status=PatternStatus(r["status"]),
-                pinned=bool(r["pinned"]),
-                subjects=tuple(r["subjects"] or ()),
-                confidence=float(r["confidence"]),
-                support_count=int(r["support_count"] or 0),
-            )
-            for r in self._read(Q_PATTERN_CARDS, {"ids": list(ids)})
-        }
+        return {c.id: c for c in self._models("pattern", self._read(Q_PATTERN_CARDS, {"ids": list(ids)}), _card)}
 
     def write_pattern(self, pattern: Pattern, subject_keys: Sequence[str], evidence: Sequence[Row]) -> None:
         """The pattern, its ABOUT and EVIDENCED_BY links and its episodes' absorption: one atomic write."""
@@ -429,7 +488,8 @@ class CycleQueries:
 
     def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
         rows = self._read(Q_CONTRADICTIONS, {"team": team, "status": status})
-        return sorted((contradiction_from_props(r["c"]) for r in rows), key=lambda c: (c.opened_at, c.id))
+        found = self._models("contradiction", (r["c"] for r in rows), contradiction_from_props)
+        return sorted(found, key=lambda c: (c.opened_at, c.id))
 
     # -- meta and runs ---------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

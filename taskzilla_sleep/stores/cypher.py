@@ -10,27 +10,36 @@ falkordb.py.
 
 from __future__ import annotations
 
+import re
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import structlog
 
+from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.models import (
+    CONTENT_FIELDS,
     EPISODE_LIVE,
     PATTERN_LIVE,
+    TEAM_RE,
     EntityLink,
     Episode,
     EpisodeStatus,
     from_ms,
     to_ms,
 )
-from taskzilla_sleep.stores.cycle_queries import CycleQueries
-from taskzilla_sleep.stores.graph import GraphBackend, GraphCounts, ItemKind
+from taskzilla_sleep.stores.cycle_queries import CycleQueries, why_unreadable
+from taskzilla_sleep.stores.graph import GraphBackend, GraphCounts, ItemKind, Poisoned, PoisonLog, StoredEpisode
 
 log = structlog.get_logger(__name__)
 
 Row = dict[str, Any]
+_TEAM = re.compile(TEAM_RE)
+# A stage no batch touched for this long has lost its writer (a batch takes seconds; every backend
+# call is bounded by the graph timeouts): reconcile drops it.
+STAGE_STALE_AFTER_S = 600.0
 
 # Named query blocks, loaded once. Both dialects run them unchanged.
 Q_EXISTING = """
@@ -39,22 +48,73 @@ MATCH (e:Episode {id: id})
 RETURN e.id AS id, e.status AS status
 """
 
-Q_UPSERT_EPISODES = """
-UNWIND $rows AS r
-MERGE (e:Episode {id: r.id})
-ON CREATE SET e += r.props
+Q_STORED_EPISODES = """
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+RETURN e.id AS id, e.status AS status, e.content_hash AS content_hash, e.team AS team, e.channel AS channel,
+       e.author AS author, e.ts AS ts, e.provenance AS provenance, e.text AS text
 """
 
-# ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person who has not spoken yet).
-Q_LINK_ENTITIES = """
+# An upsert is all or nothing. Its batches create the episodes *staged* under one IngestStage token:
+# status 'staged', no id (kept in staged_id, the status in staged_status) — every reader filters on
+# status or finds episodes by id, so none sees them, and a leftover never blocks the same id
+# (Neo4j's uniqueness constraint). ONE final query then gives them their id and status, unless an id
+# got stored by another writer meanwhile or a batch is missing. A failure drops the stage; a stage
+# left by a killed process is dropped once stale (reconcile). Entities a stage created carry its
+# token until then. ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person
+# who has not spoken yet).
+STAGED = "staged"
+Q_STAGE_EPISODES = """
+MERGE (st:IngestStage {token: $stage})
+SET st.touched_at = timestamp()
+WITH st
 UNWIND $rows AS r
-MERGE (n:Entity {key: r.key})
-ON CREATE SET n.team = r.team, n.kind = r.kind, n.name = r.name
-ON MATCH SET n.team = coalesce(n.team, r.team), n.kind = coalesce(n.kind, r.kind), n.name = coalesce(n.name, r.name)
-WITH n, r
-MATCH (e:Episode {id: r.episode_id})
-MERGE (e)-[m:MENTIONS {role: r.role}]->(n)
+CREATE (e:Episode)
+SET e += r.props, e.stage = $stage
+WITH e, r
+UNWIND r.links AS l
+MERGE (n:Entity {key: l.key})
+ON CREATE SET n.team = l.team, n.kind = l.kind, n.name = l.name, n.stage = $stage
+ON MATCH SET n.team = coalesce(n.team, l.team), n.kind = coalesce(n.kind, l.kind), n.name = coalesce(n.name, l.name)
+MERGE (e)-[:MENTIONS {role: l.role}]->(n)
 """
+
+Q_COMMIT_STAGE = """
+MATCH (st:IngestStage {token: $stage})
+OPTIONAL MATCH (s:Episode {stage: $stage})
+OPTIONAL MATCH (x:Episode {id: s.staged_id})
+WITH st, count(DISTINCT s) AS n, count(x) AS clashes
+WHERE clashes = 0 AND n = $expected
+MATCH (s:Episode {stage: $stage})
+SET s.id = s.staged_id, s.status = s.staged_status
+REMOVE s.staged_id, s.staged_status, s.stage
+WITH DISTINCT st, n
+OPTIONAL MATCH (m:Entity {stage: $stage})
+REMOVE m.stage
+WITH DISTINCT st, n
+DELETE st
+RETURN n
+"""
+
+Q_STAGE_STATE = """
+OPTIONAL MATCH (st:IngestStage {token: $stage})
+OPTIONAL MATCH (s:Episode {stage: $stage})
+OPTIONAL MATCH (x:Episode {id: s.staged_id})
+RETURN count(DISTINCT st) AS stages, count(DISTINCT s) AS staged, count(x) AS clashes
+"""
+
+Q_DROP_STAGED = "MATCH (s:Episode {stage: $stage}) WITH s LIMIT 5000 DETACH DELETE s RETURN count(*) AS n"
+# Entities the stage created and nothing else links to by now leave with it; the others stay.
+Q_DROP_STAGE_ENTITIES = """
+MATCH (n:Entity {stage: $stage})
+OPTIONAL MATCH (n)-[r]-()
+WITH n, count(r) AS rels
+WHERE rels = 0
+DELETE n
+"""
+Q_UNMARK_STAGE_ENTITIES = "MATCH (n:Entity {stage: $stage}) REMOVE n.stage"
+Q_DROP_STAGE = "MATCH (st:IngestStage {token: $stage}) DELETE st"
+Q_STALE_STAGES = "MATCH (st:IngestStage) WHERE st.touched_at < timestamp() - $age_ms RETURN st.token AS token"
 
 Q_GET_EPISODES = """
 UNWIND $ids AS id
@@ -84,7 +144,7 @@ Q_LIVE_IDS = {
 }
 
 Q_TEAMS = """
-MATCH (e:Episode) RETURN DISTINCT e.team AS team
+MATCH (e:Episode) WHERE e.stage IS NULL RETURN DISTINCT e.team AS team
 UNION
 MATCH (p:Pattern) RETURN DISTINCT p.team AS team
 """
@@ -115,6 +175,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Meta", "key"),
     ("Lease", "name"),
     ("Alert", "key"),
+    ("IngestStage", "token"),
 )
 # Secondary indexes the steps filter on.
 INDEXES: tuple[tuple[str, str], ...] = (
@@ -124,6 +185,8 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Pattern", "team"),
     ("Pattern", "status"),
     ("Alert", "status"),
+    ("Episode", "stage"),
+    ("Entity", "stage"),
 )
 
 
@@ -147,8 +210,16 @@ def episode_props(ep: Episode) -> Row:
         "pinned": ep.pinned,
         "distilled_at": to_ms(ep.distilled_at) if ep.distilled_at else None,
         "distill_attempts": ep.distill_attempts or None,
+        "content_hash": ep.content_hash(),
     }
     return {k: v for k, v in props.items() if v is not None}
+
+
+def _staged(props: Row) -> Row:
+    """An episode's props as staged: no id and no status a reader would match until the commit."""
+    out = dict(props)
+    out["staged_id"], out["staged_status"], out["status"] = out.pop("id"), out["status"], STAGED
+    return out
 
 
 def episode_from_props(p: Row) -> Episode:
@@ -189,6 +260,7 @@ class CypherGraphStore(CycleQueries, ABC):
 
     def __init__(self, batch_size: int = 500) -> None:
         self._batch = batch_size
+        self._poison = PoisonLog()
 
     # -- transport (dialect) -------------------------------------------------------------
     @abstractmethod
@@ -228,37 +300,95 @@ class CypherGraphStore(CycleQueries, ABC):
         self._write(stmt)
 
     def existing_episodes(self, ids: Sequence[str]) -> dict[str, EpisodeStatus]:
-        out: dict[str, EpisodeStatus] = {}
+        return {i: s.status for i, s in self._stored(Q_EXISTING, ids).items()}
+
+    def stored_episodes(self, ids: Sequence[str]) -> dict[str, StoredEpisode]:
+        return self._stored(Q_STORED_EPISODES, ids)
+
+    def _stored(self, query: str, ids: Sequence[str]) -> dict[str, StoredEpisode]:
+        out: dict[str, StoredEpisode] = {}
         for part in chunks(list(ids), self._batch * 4):
-            for r in self._read(Q_EXISTING, {"ids": list(part)}):
-                out[r["id"]] = EpisodeStatus(r["status"])
+            for r in self._read(query, {"ids": list(part)}):
+                try:
+                    status = EpisodeStatus(r["status"])
+                except ValueError as exc:  # present all the same: never stored over, never embedded
+                    status = EpisodeStatus.QUARANTINED
+                    team = r.get("team")
+                    reason = why_unreadable(exc)
+                    self._poison.add(Poisoned("episode", r["id"], team if isinstance(team, str) else None, reason))
+                fields = {f: r[f] for f in CONTENT_FIELDS if f in r}
+                out[r["id"]] = StoredEpisode(status, r.get("content_hash"), fields)
         return out
 
     def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
         before = self.existing_episodes([e.id for e in episodes])
-        rows = [{"id": e.id, "props": episode_props(e)} for e in episodes if e.id not in before]
-        for part in chunks(rows, self._batch):
-            self._write(Q_UPSERT_EPISODES, {"rows": list(part)})
-        link_rows = [
-            {
-                "episode_id": lk.episode_id,
-                "key": lk.entity.key,
-                "team": lk.entity.team,
-                "kind": lk.entity.kind.value,
-                "name": lk.entity.name,
-                "role": lk.role,
-            }
-            for lk in links
-        ]
-        # Links are MERGEd, so re-linking an already stored episode (a rerun) changes nothing.
-        for part in chunks(link_rows, self._batch):
-            self._write(Q_LINK_ENTITIES, {"rows": list(part)})
+        new: dict[str, Episode] = {}
+        for e in episodes:
+            if e.id not in before:
+                new.setdefault(e.id, e)
+        if not new:
+            return 0
+        links_of: dict[str, list[Row]] = {}
+        for lk in links:
+            if lk.episode_id in new:
+                links_of.setdefault(lk.episode_id, []).append(
+                    {
+                        "key": lk.entity.key,
+                        "team": lk.entity.team,
+                        "kind": lk.entity.kind.value,
+                        "name": lk.entity.name,
+                        "role": lk.role,
+                    }
+                )
+        rows = [{"props": _staged(episode_props(e)), "links": links_of.get(i, [])} for i, e in new.items()]
+        stage = uuid.uuid4().hex
+        try:
+            for part in chunks(rows, self._batch):
+                self._write(Q_STAGE_EPISODES, {"stage": stage, "rows": list(part)})
+            if not self._write(Q_COMMIT_STAGE, {"stage": stage, "expected": len(rows)}):
+                raise StoreError(self._not_committed(stage, len(rows)))
+        except BaseException:
+            self._drop_stage_quietly(stage)
+            raise
         return len(rows)
+
+    def _not_committed(self, stage: str, expected: int) -> str:
+        (state,) = self._read(Q_STAGE_STATE, {"stage": stage})
+        if int(state["clashes"]):
+            why = f"{state['clashes']} of its episode ids were stored by another writer meanwhile"
+        elif not int(state["stages"]):
+            why = "its staged episodes were removed as stale before the commit"
+        else:
+            why = f"only {state['staged']} of {expected} staged episodes were found at the commit"
+        return f"{self.backend}: nothing of this ingest was written: {why}; run it again"
+
+    def _drop_stage_quietly(self, stage: str) -> None:
+        try:
+            self.drop_stage(stage)
+        except Exception as exc:  # the stage stays invisible; reconcile drops it once stale
+            log.warning("ingest_stage_left", stage=stage, error=str(exc)[:300])
+
+    def drop_stage(self, stage: str) -> None:
+        """Remove one stage: its episodes, the entities only they used, then the stage itself."""
+        while int(self._write(Q_DROP_STAGED, {"stage": stage})[0]["n"]) > 0:
+            pass
+        self._write(Q_DROP_STAGE_ENTITIES, {"stage": stage})
+        self._write(Q_UNMARK_STAGE_ENTITIES, {"stage": stage})
+        self._write(Q_DROP_STAGE, {"stage": stage})
+
+    def drop_stale_stages(self, older_than_s: float = STAGE_STALE_AFTER_S) -> int:
+        """Stages no batch touched for ``older_than_s`` (by the graph's clock): their writer is gone."""
+        tokens = [r["token"] for r in self._read(Q_STALE_STAGES, {"age_ms": int(older_than_s * 1000)})]
+        for token in tokens:
+            self.drop_stage(token)
+            log.warning("ingest_stage_dropped", stage=token, reason="stale")
+        return len(tokens)
 
     def get_episodes(self, ids: Sequence[str]) -> list[Episode]:
         out: list[Episode] = []
         for part in chunks(list(ids), self._batch * 4):
-            out.extend(episode_from_props(r["p"]) for r in self._read(Q_GET_EPISODES, {"ids": list(part)}))
+            rows = self._read(Q_GET_EPISODES, {"ids": list(part)})
+            out.extend(self._models("episode", (r["p"] for r in rows), episode_from_props))
         return out
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
@@ -266,7 +396,10 @@ class CypherGraphStore(CycleQueries, ABC):
         out: dict[str, str] = {}
         for part in chunks(list(ids), self._batch * 4):
             for r in self._read(Q_LIVE_TEXTS[kind], {"ids": list(part), "team": team, "live": live}):
-                out[r["id"]] = r["text"]
+                if isinstance(r["text"], str) and r["text"].strip():
+                    out[r["id"]] = r["text"]
+                else:  # nothing to embed: a live item without text is unreadable
+                    self._poison.add(Poisoned(kind, r["id"], team, "a live item without text"))
         return out
 
     def live_ids(self, team: str, kind: ItemKind) -> set[str]:
@@ -274,12 +407,14 @@ class CypherGraphStore(CycleQueries, ABC):
         return {i for r in rows for i in r["ids"] or []}
 
     def teams(self) -> list[str]:
-        return sorted({r["team"] for r in self._read(Q_TEAMS) if r["team"]})
+        # A team name no valid episode could carry (written by hand) would break every step's collections.
+        return sorted({r["team"] for r in self._read(Q_TEAMS) if isinstance(r["team"], str) and _TEAM.match(r["team"])})
 
     def counts(self) -> GraphCounts:
         by: dict[str, dict[str, int]] = {}
         for label, q in Q_COUNT_BY_STATUS.items():
-            by[label] = {str(r["status"]): int(r["n"]) for r in self._read(q)}
+            # An ingest in flight is not part of the store yet.
+            by[label] = {str(r["status"]): int(r["n"]) for r in self._read(q) if r["status"] != STAGED}
         return GraphCounts(
             episodes=by["episodes"],
             patterns=by["patterns"],

@@ -15,6 +15,7 @@ from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
 from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.stores.params import refuse_unstorable
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +75,7 @@ class FalkorDBGraphStore(CypherGraphStore):
     def _run(self, query: str, params: Row | None, read_only: bool) -> list[Row]:
         if self._graph is None:
             raise StoreError("falkordb: store is not open")
+        refuse_unstorable("falkordb", params)
         try:
             res = (self._graph.ro_query if read_only else self._graph.query)(query, params or None)
         except redis.exceptions.ConnectionError as exc:

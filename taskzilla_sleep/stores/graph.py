@@ -7,7 +7,10 @@ and the audit trail). The vector store is a derived index of the *live* items of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -16,6 +19,26 @@ from taskzilla_sleep.models import EntityLink, Episode, EpisodeStatus
 
 ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]
+PoisonKind = Literal["episode", "pattern", "contradiction"]
+
+
+@dataclass(frozen=True)
+class StoredEpisode:
+    """What the graph holds of an episode id, to tell a re-delivery from a reused id."""
+
+    status: EpisodeStatus
+    content_hash: str | None  # None: stored before hashes were kept
+    fields: Mapping[str, object]  # CONTENT_FIELDS still on the node (text is None once retired/pruned)
+
+
+@dataclass(frozen=True)
+class Poisoned:
+    """A stored item whose properties could not be turned into its model: it is quarantined, not read."""
+
+    kind: PoisonKind
+    id: str
+    team: str | None
+    reason: str
 
 
 class GraphCounts(BaseModel):
@@ -39,6 +62,7 @@ class GraphCounts(BaseModel):
             "entities": self.entities,
             "tombstones": self.tombstones,
             "relationships": self.relationships,
+            "quarantined": sum(c.get("quarantined", 0) for c in (self.episodes, self.patterns, self.contradictions)),
         }
 
 
@@ -61,11 +85,28 @@ class GraphStore(Protocol):
         """Status of each of ``ids`` that the graph knows (retired/pruned included)."""
         ...
 
-    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
-        """MERGE episodes by id (existing ones are left untouched) and link their entities.
+    def stored_episodes(self, ids: Sequence[str]) -> dict[str, StoredEpisode]:
+        """Status and content of each of ``ids`` that the graph knows (retired/pruned included)."""
+        ...
 
-        Batched with UNWIND. Returns how many episodes were created.
+    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
+        """Create the episodes not stored yet (existing ones are left untouched) and link their entities.
+
+        All or nothing, whatever the backend raises: batched with UNWIND into an invisible staged
+        state, made visible by one final query. Returns how many episodes were created.
         """
+        ...
+
+    def drop_stale_stages(self, older_than_s: float = ...) -> int:
+        """Remove what an interrupted upsert left staged (invisible); returns how many stages."""
+        ...
+
+    def take_poisoned(self) -> list[Poisoned]:
+        """The unreadable items the reads since the last call skipped (each once)."""
+        ...
+
+    def quarantine(self, items: Sequence[Poisoned], at: datetime) -> None:
+        """Mark them ``quarantined`` (status kept in ``quarantined_from``): every step skips them."""
         ...
 
     def get_episodes(self, ids: Sequence[str]) -> list[Episode]:
@@ -89,3 +130,20 @@ class GraphStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class PoisonLog:
+    """What the reads skipped as unreadable, until the caller quarantines it (shared by threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[tuple[str, str], Poisoned] = {}
+
+    def add(self, item: Poisoned) -> None:
+        with self._lock:
+            self._found.setdefault((item.kind, item.id), item)
+
+    def take(self) -> list[Poisoned]:
+        with self._lock:
+            found, self._found = self._found, {}
+        return sorted(found.values(), key=lambda p: (p.kind, p.id))

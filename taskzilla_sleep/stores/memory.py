@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 from taskzilla_sleep.models import (
     EPISODE_LIVE,
@@ -16,7 +17,7 @@ from taskzilla_sleep.models import (
     Episode,
     EpisodeStatus,
 )
-from taskzilla_sleep.stores.graph import GraphBackend, GraphCounts, ItemKind
+from taskzilla_sleep.stores.graph import GraphBackend, GraphCounts, ItemKind, Poisoned, StoredEpisode
 from taskzilla_sleep.stores.vector import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
 
 
@@ -30,6 +31,7 @@ class MemoryGraphStore:
         self.mentions: set[tuple[str, str, str]] = set()
         self.contradictions: dict[str, dict[str, object]] = {}
         self.tombstones: dict[str, dict[str, object]] = {}
+        self.hashes: dict[str, str] = {}  # content_hash kept at ingest, as on a graph node
         self.fail_next: Exception | None = None
 
     def _maybe_fail(self) -> None:
@@ -49,12 +51,24 @@ class MemoryGraphStore:
     def existing_episodes(self, ids: Sequence[str]) -> dict[str, EpisodeStatus]:
         return {i: self.episodes[i].status for i in ids if i in self.episodes}
 
+    def stored_episodes(self, ids: Sequence[str]) -> dict[str, StoredEpisode]:
+        out: dict[str, StoredEpisode] = {}
+        for i in ids:
+            if i in self.episodes:
+                e = self.episodes[i]
+                fields: dict[str, object] = dict(e.content())
+                if e.status not in EPISODE_LIVE:
+                    fields["text"] = None  # retired and pruned episodes lose their text, as in the graph
+                out[i] = StoredEpisode(e.status, self.hashes.get(i), fields)
+        return out
+
     def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
         self._maybe_fail()
         created = 0
         for ep in episodes:
             if ep.id not in self.episodes:
                 self.episodes[ep.id] = ep.model_copy()
+                self.hashes[ep.id] = ep.content_hash()
                 created += 1
         for lk in links:
             if lk.episode_id not in self.episodes:
@@ -63,6 +77,17 @@ class MemoryGraphStore:
             self.entities.setdefault(e.key, {"team": e.team, "kind": e.kind.value, "name": e.name})
             self.mentions.add((lk.episode_id, e.key, lk.role))
         return created
+
+    def drop_stale_stages(self, older_than_s: float = 600.0) -> int:
+        return 0  # an upsert here is one step: nothing is ever left staged
+
+    def take_poisoned(self) -> list[Poisoned]:
+        return []  # holds models, never unreadable props
+
+    def quarantine(self, items: Sequence[Poisoned], at: datetime) -> None:
+        for p in items:
+            if p.kind == "episode" and p.id in self.episodes:
+                self.episodes[p.id].status = EpisodeStatus.QUARANTINED
 
     def get_episodes(self, ids: Sequence[str]) -> list[Episode]:
         return [self.episodes[i].model_copy() for i in ids if i in self.episodes]

@@ -11,6 +11,7 @@ from neo4j.exceptions import Neo4jError, ServiceUnavailable
 from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
 from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.stores.params import refuse_unstorable
 
 
 class Neo4jGraphStore(CypherGraphStore):
@@ -43,6 +44,7 @@ class Neo4jGraphStore(CypherGraphStore):
         return f"neo4j {self._uri} database={self._database}"
 
     def _run(self, query: str, params: Row | None, routing: RoutingControl) -> list[Row]:
+        refuse_unstorable("neo4j", params)  # what FalkorDB cannot carry is refused here too: one behaviour
         try:
             result = self._driver.execute_query(
                 query,

@@ -15,7 +15,7 @@ from taskzilla_sleep import contradictions, facts
 from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.ingest import Ingestor, IngestReport, WriteDiscipline
+from taskzilla_sleep.ingest import Ingestor, IngestReport, Limits, WriteDiscipline
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMProvider,
@@ -77,7 +77,7 @@ class Stack:
             self.vectors,
             EntityExtractor(s.projects, s.tools),
             WriteDiscipline(s.write_discipline),
-            s.max_text_chars,
+            Limits.of(s),
             lambda: at,
         )
 

@@ -105,6 +105,15 @@ def test_round_trip_of_every_field_and_awkward_text(graph_store: GraphStore) -> 
     assert back == original
 
 
+def test_stored_episodes_give_status_content_and_hash(graph_store: GraphStore) -> None:
+    e = ep(1, text=NASTY, status=EpisodeStatus.ABSORBED)
+    graph_store.upsert_episodes([e], links([e]))
+    got = graph_store.stored_episodes([e.id, "nope"])
+    assert list(got) == [e.id]
+    assert (got[e.id].status, got[e.id].content_hash) == (EpisodeStatus.ABSORBED, e.content_hash())
+    assert dict(got[e.id].fields) == e.content()
+
+
 def test_live_ids_texts_and_teams(graph_store: GraphStore) -> None:
     eps = [ep(i) for i in range(3)] + [ep(9, team="other")]
     eps.append(ep(3, status=EpisodeStatus.RETIRED))

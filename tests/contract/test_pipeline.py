@@ -14,7 +14,7 @@ from taskzilla_sleep import facts, pipeline
 from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import UsageError
-from taskzilla_sleep.ingest import Ingestor, WriteDiscipline
+from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
 from taskzilla_sleep.llm.base import DistillRequest, LLMProvider, LLMUsage, PatternDraft, ReflectRequest, Verdict
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.models import EpisodeIn, PatternStatus, Provenance, StepName
@@ -90,7 +90,7 @@ class Stack:
             self.vectors,
             EntityExtractor(s.projects, s.tools),
             WriteDiscipline(s.write_discipline),
-            s.max_text_chars,
+            Limits.of(s),
             lambda: at,
         )
 

@@ -80,6 +80,31 @@ def test_ingest_reingest_and_bad_seventh_line(tmp_path: Path) -> None:
     assert st["vector_counts"] == {"platform": {"episodes": 10, "patterns": 0}}
 
 
+def test_a_nul_in_the_last_of_600_lines_is_one_error_line_and_nothing_is_written(tmp_path: Path) -> None:
+    rows = [
+        {
+            "team": "platform",
+            "channel": "dev",
+            "author": f"person{i % 9}",
+            "text": f"release note {i}",
+            "ts": f"2026-11-30T{8 + i // 60:02d}:{i % 60:02d}:00+01:00",
+            "provenance": "human",
+        }
+        for i in range(600)
+    ]
+    rows[-1]["text"] += "\u0000"  # written by json.dumps as the escape \u0000, as a bot's JSON would
+    f = tmp_path / "nul.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    res = cli("ingest", str(f), "--now", "2026-11-30T18:00:00+01:00", data_dir=tmp_path / "data")
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [
+        f"taskzilla-sleep: {f}:600: field 'text': character 17 is U+0000 (NUL), which the stores cannot hold"
+    ]
+    assert not (tmp_path / "data").exists()  # validated before any store was opened
+    check = cli("reconcile", "--check", "--json", data_dir=tmp_path / "data")
+    assert check.returncode == 0 and json.loads(check.stdout)["by_team"] == {}
+
+
 def test_ingest_from_stdin_with_json_output(tmp_path: Path) -> None:
     res = cli("ingest", "-", "--json", data_dir=tmp_path / "d", stdin=episodes(3))
     assert res.returncode == 0, res.stderr

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, WriteDiscipline, parse_episode_lines
+from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, Limits, WriteDiscipline, parse_episode_lines
 from taskzilla_sleep.models import EpisodeStatus
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import ConnectorRule
@@ -33,7 +33,9 @@ def make(
 ) -> tuple[Ingestor, MemoryGraphStore, MemoryVectorStore]:
     g = graph or MemoryGraphStore()
     v = vectors or MemoryVectorStore()
-    ing = Ingestor(g, v, EntityExtractor(["billing-api"], ["grafana"]), WriteDiscipline(rules), 200, lambda: NOW)
+    ing = Ingestor(
+        g, v, EntityExtractor(["billing-api"], ["grafana"]), WriteDiscipline(rules), Limits(200), lambda: NOW
+    )
     return ing, g, v
 
 
@@ -48,12 +50,23 @@ def make(
         (line(text="   "), "text", "text is blank"),
         (line(ts="yesterday"), "ts", "datetime"),
         (line(team="plat form"), "team", "not allowed"),
+        # A number is Unix seconds to pydantic: a guess at UTC, not a timestamp with a zone.
+        (line(ts=1764493320), "ts", "a number is not a timestamp with a time zone"),
+        (line(ts="1764493320"), "ts", "a number is not a timestamp with a time zone"),
+        # Outside the sane window (ingest.earliest_ts, the ingest clock + ingest.max_future_hours).
+        (line(ts="0001-01-01T00:00:00+01:00"), "ts", "is before 2000-01-01T00:00:00+00:00 (ingest.earliest_ts)"),
+        (line(ts="9999-12-31T23:59:59-05:00"), "ts", "more than 24 h after the ingest clock"),
+        # Characters no store can carry (json.dumps writes them as \u escapes, as a bot's JSON would).
+        (line(text="half of the file\u0000"), "text", "character 17 is U+0000 (NUL), which the stores cannot hold"),
+        (line(author="x\ud800"), "author", "U+D800 (a lone surrogate)"),
+        (line(channel="dev\udfff"), "channel", "U+DFFF (a lone surrogate)"),
+        (line(connector="sl\u0000ck"), "connector", "U+0000 (NUL)"),
     ],
 )
 def test_bad_line_names_line_field_and_reason(bad: str, field: str, reason: str) -> None:
     lines = [line(text=f"episode {i}") for i in range(6)] + [bad] + [line(text="after")]
     with pytest.raises(EpisodeFileError) as info:
-        parse_episode_lines(lines, "week.jsonl", 200)
+        parse_episode_lines(lines, "week.jsonl", Limits(200), NOW)
     err = info.value.errors[0]
     assert (err.source, err.line, err.field) == ("week.jsonl", 7, field)
     assert reason in err.reason
@@ -62,13 +75,13 @@ def test_bad_line_names_line_field_and_reason(bad: str, field: str, reason: str)
 
 def test_not_json_and_not_object() -> None:
     with pytest.raises(EpisodeFileError, match=r"f:2: not valid JSON") as info:
-        parse_episode_lines([line(), "{nope", "[1]"], "f", 200)
+        parse_episode_lines([line(), "{nope", "[1]"], "f", Limits(200), NOW)
     assert [e.line for e in info.value.errors] == [2, 3]
     assert "expected a JSON object" in info.value.errors[1].reason
 
 
 def test_blank_lines_are_allowed_and_counted_in_line_numbers() -> None:
-    items = parse_episode_lines(["", line(), "  ", line(text="b")], "f", 200)
+    items = parse_episode_lines(["", line(), "  ", line(text="b")], "f", Limits(200), NOW)
     assert [n for n, _ in items] == [2, 4]
 
 
@@ -102,9 +115,13 @@ def test_ids_are_content_derived_and_explicit_ids_kept() -> None:
 
 def test_same_id_with_different_text_in_one_file_is_rejected() -> None:
     ing, g, _ = make()
-    with pytest.raises(EpisodeFileError, match=r"f:2: field 'id': id 'm1' is already used by line 1"):
+    with pytest.raises(EpisodeFileError, match=r"f:2: field 'id': id 'm1' is already used by line 1") as info:
         ing.ingest_lines([line(id="m1"), line(id="m1", text="changed")], "f")
     assert g.episodes == {}
+    assert str(info.value).endswith("line 1: text 'changed' (line 1: 'keep PRs small')")
+    with pytest.raises(EpisodeFileError, match=r"f:3: field 'id': .* team 'ops' \(line 1: 'platform'\)"):
+        ing.ingest_lines([line(id="m1"), line(text="other"), line(id="m1", team="ops")], "f")
+    assert ing.ingest_lines([line(id="m1"), line(id="m1")], "f").new == 1  # the same message twice: one
 
 
 def test_write_discipline_skips_counts_and_stores_nothing() -> None:
@@ -191,3 +208,85 @@ def test_default_chatter_rule_skips_content_free_messages_only() -> None:
     off = {**rules, "chatter": rules["chatter"].model_copy(update={"connected": False})}
     ing2, g2, _ = make(**off)
     assert ing2.ingest_lines(lines, "day.jsonl").new == len(chatter) + len(kept)
+
+
+def test_timestamp_window_follows_the_ingest_clock_and_the_settings() -> None:
+    from datetime import timedelta
+
+    from taskzilla_sleep.settings import load_settings
+
+    limits = Limits.of(load_settings(env={}).ingest)
+    assert (limits.earliest_ts, limits.max_future) == (datetime(2000, 1, 1, tzinfo=UTC), timedelta(hours=24))
+    edge = (NOW + timedelta(hours=24)).isoformat()
+    assert len(parse_episode_lines([line(ts=edge)], "f", limits, NOW)) == 1
+    late = (NOW + timedelta(hours=24, seconds=1)).isoformat()
+    with pytest.raises(EpisodeFileError, match=r"f:1: field 'ts': .* after the ingest clock 2026-11-30T12:00:00"):
+        parse_episode_lines([line(ts=late)], "f", limits, NOW)
+    env = {"TASKZILLA__INGEST__EARLIEST_TS": "2026-01-01T00:00:00+00:00", "TASKZILLA__INGEST__MAX_FUTURE_HOURS": "0"}
+    strict = Limits.of(load_settings(env=env).ingest)
+    with pytest.raises(EpisodeFileError) as info:
+        parse_episode_lines([line(ts="2025-12-31T23:59:00Z"), line(ts="2026-11-30T12:01:00Z")], "f", strict, NOW)
+    assert [(e.line, e.field) for e in info.value.errors] == [(1, "ts"), (2, "ts")]
+    assert "(ingest.earliest_ts)" in info.value.errors[0].reason
+    assert "more than 0 h after" in info.value.errors[1].reason
+
+
+def test_ingest_items_checks_the_window_too() -> None:
+    from taskzilla_sleep.models import EpisodeIn
+
+    ing, g, v = make()
+    ok = EpisodeIn.model_validate(json.loads(line()))
+    old = ok.model_copy(update={"ts": datetime(1999, 12, 31, tzinfo=UTC)})
+    with pytest.raises(EpisodeFileError, match=r"api:1: field 'ts': 1999-12-31T00:00:00\+00:00 is before"):
+        ing.ingest_items([ok, old])
+    assert g.episodes == {} and v.cols == {}
+
+
+def test_same_id_same_content_is_a_noop_even_written_another_way() -> None:
+    ing, g, v = make()
+    assert ing.ingest_lines([line(id="m1")], "f").new == 1
+    # The same instant in another zone is the same message.
+    again = ing.ingest_lines([line(id="m1", ts="2026-11-30T09:02:00Z")], "f")
+    assert (again.new, again.present) == (0, 1)
+    assert len(g.episodes) == 1 and v.count("platform", "episodes") == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"team": "ops"}, "team 'ops' (stored: 'platform')"),
+        (
+            {"text": "we deploy on fridays from now on, every single week"},
+            "text 'we deploy on fridays from now on, every…' (stored: 'keep PRs small')",
+        ),
+        ({"channel": "ops", "author": "sara"}, "channel 'ops' (stored: 'dev'), author 'sara' (stored: 'martin')"),
+        ({"ts": "2026-11-30T11:00:00+01:00"}, "ts 2026-11-30T10:00:00+00:00 (stored: 2026-11-30T09:02:00+00:00)"),
+        ({"provenance": "bot"}, "provenance 'bot' (stored: 'human')"),
+    ],
+)
+def test_an_id_stored_with_other_content_is_an_error_and_nothing_is_written(
+    change: dict[str, str], expected: str
+) -> None:
+    ing, g, v = make()
+    ing.ingest_lines([line(id="m1")], "first.jsonl")
+    lines = [line(text="a new message", author="p1"), line(id="m1", **change), line(text="another", author="p2")]
+    with pytest.raises(EpisodeFileError) as info:
+        ing.ingest_lines(lines, "second.jsonl")
+    assert str(info.value) == f"second.jsonl:2: field 'id': id 'm1' is already stored with other content: {expected}"
+    assert list(g.episodes) == ["m1"] and g.episodes["m1"].text == "keep PRs small"
+    assert v.present("platform", "episodes") == {"m1"}
+
+
+def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
+    ing, g, v = make()
+    ing.ingest_lines([line(id="m1"), line(id="m2", text="older news")], "f")
+    for i in ("m1", "m2"):
+        g.episodes[i].status = EpisodeStatus.RETIRED  # decay dropped the texts; the hashes stay
+    with pytest.raises(EpisodeFileError, match=r"f:1: .*: text 'other' \(the stored text was dropped when the episode"):
+        ing.ingest_lines([line(id="m1", text="other")], "f")
+    assert (ing.ingest_lines([line(id="m1")], "f").present, g.episodes["m1"].status) == (1, EpisodeStatus.RETIRED)
+    # Stored before hashes were kept: what is still on the node decides (here only the text differs: a no-op).
+    del g.hashes["m2"]
+    assert ing.ingest_lines([line(id="m2", text="changed")], "f").present == 1
+    with pytest.raises(EpisodeFileError, match=r"team 'ops' \(stored: 'platform'\)"):
+        ing.ingest_lines([line(id="m2", team="ops")], "f")
