@@ -41,7 +41,6 @@ from taskzilla_sleep.stores.cypher import CypherGraphStore, episode_props
 from tests.contract.test_api import client
 from tests.contract.test_api import ep as api_ep
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
-from tests.contract.test_cycle import stack as stack  # noqa: F401  (the fixture: both backend pairs)
 
 YEAR_0 = int(datetime.fromisoformat("0001-01-01T00:00:00+01:00").timestamp() * 1000)  # year 0 in UTC
 YEAR_10000 = int(datetime.fromisoformat("9999-12-31T23:59:59-05:00").timestamp() * 1000)
