@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -168,3 +169,25 @@ def test_a_run_killed_mid_way_is_marked_abandoned_at_the_next_start(tmp_path: Pa
     nights = json.loads(cli("report", "--json", "--html", str(tmp_path / "r.html"), data_dir=data).stdout)["nights"]
     (left,) = [n for n in nights if n["run_id"] == run_id]
     assert "stopped before the step finished" in next(s["error"] for s in left["steps"] if s["step"] == "distill")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_releases_the_lease_and_records_the_step(sig: signal.Signals, tmp_path: Path) -> None:
+    from tests.contract.test_cycle_litellm import good_model
+    from tests.llm_stub import LLMStub
+
+    data = tmp_path / "d"
+    assert cli("ingest", SAMPLE, "--now", INGESTED, data_dir=data).returncode == 0
+    with LLMStub(default=good_model, latency_s=0.5) as stub:
+        env = one_call_at_a_time(stub.url)
+        with run_once(data, env) as first:
+            wait_for("a model call mid-distill", lambda: len(stub.calls) >= 2, timeout=60)
+            first.send_signal(sig)
+            first.communicate(timeout=60)
+            assert first.returncode == 130, first.log.read_text()[-2000:]
+        assert "taskzilla-sleep: interrupted" in first.log.read_text()
+        # Released at once: the next run does not wait for the lease to expire.
+        (steps,) = ledger(data, {}).values()
+        assert steps["distill"] == "abandoned"
+        nxt = cli("run-once", "--no-wait", "--steps", "prune", "--now", NIGHT, data_dir=data)
+        assert nxt.returncode == 0, nxt.stderr[-2000:]
