@@ -141,8 +141,16 @@ class Lease:
                 with self._renewing:
                     if self._stop_renewing.is_set():
                         return
-                    if not self.try_acquire():
-                        log.error("lease_lost", lease=self.name, holder=self.me)
+                    if self.try_acquire():
+                        continue
+                    try:
+                        holder, _ = self.holder()
+                    except StoreError as exc:
+                        # The store is down for now: try again next time, while the lease lasts.
+                        log.warning("lease_renew_failed", lease=self.name, error=str(exc)[:200])
+                        continue
+                    if holder != self.me:
+                        log.error("lease_lost", lease=self.name, holder=self.me, taken_by=holder)
                         return
 
         self._renewer = threading.Thread(target=renew, name=f"lease-{self.name}", daemon=True)
