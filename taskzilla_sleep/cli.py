@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from taskzilla_sleep import __version__
@@ -72,6 +77,11 @@ def make_parser() -> argparse.ArgumentParser:
     ro.add_argument("--steps", help="comma-separated subset of prune,distill,reflect,decay (run in cycle order)")
     ro.add_argument("--now", type=_iso, help="the clock for every decision, ISO-8601 with offset (replay, tests)")
     ro.add_argument("--dry-run", action="store_true", help="print the plan as a diff and write nothing")
+    ro.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="fail at once (exit 1) when a worker or another run-once holds the lease, instead of waiting",
+    )
     ro.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     ro.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -375,8 +385,9 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
     from taskzilla_sleep.pipeline import parse_steps, run_night
 
     steps = parse_steps(args.steps)
-    with build(settings, secrets) as s:
-        result = run_night(
+    with build(settings, secrets) as s, _sigterm_interrupts():
+        night = functools.partial(
+            run_night,
             settings=settings,
             graph=s.graph,
             vectors=s.vectors,
@@ -388,13 +399,67 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
             dry_run=args.dry_run,
             teams=args.team,
         )
+        if args.dry_run:
+            result = night()  # writes nothing, so it needs no lease and overlaps anything
+        else:
+            with _consolidation_lease(s.graph, settings, wait=not args.no_wait):
+                result = night()
         text = render_plan(result) if args.dry_run else render_night(result, s.graph)
         data = result.run.model_dump(mode="json") | {
             "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},
             "notes": result.notes,
         }
     _emit(args, data, text)
+    bad = next((r for r in result.run.steps if r.status not in ("ok", "skipped")), None)
+    if bad is not None:
+        # The last line names the cause (the report above says it too, among the other steps).
+        why = bad.error or "no error recorded"
+        print(f"taskzilla-sleep: run-once: {bad.step} {bad.status}: {why}", file=sys.stderr)
     return 0 if result.ok else 1
+
+
+@contextlib.contextmanager
+def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator[None]:
+    """Hold the worker's lease around a run-once: a worker's night and another run-once never overlap it."""
+    from taskzilla_sleep.lease import Lease, holder_id
+    from taskzilla_sleep.worker import LEASE_NAME
+
+    lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("run-once"))
+
+    def tell(holder: str | None, expires_in_s: float) -> None:
+        print(
+            f"taskzilla-sleep: waiting for the {LEASE_NAME} lease, held by {holder or 'another process'} "
+            f"(it expires in {expires_in_s:.0f} s unless its holder renews it; Ctrl-C to give up)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    waited = lease.acquire(wait=wait, on_busy=tell)
+    if waited >= 1:
+        print(f"taskzilla-sleep: got the {LEASE_NAME} lease after {waited:.0f} s", file=sys.stderr, flush=True)
+    lease.keep_alive()
+    try:
+        lease.abandon_dead_runs()
+        yield
+    finally:
+        lease.release()
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM acts like Ctrl-C: the ledger records the step as abandoned and the lease is released."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:

@@ -13,10 +13,11 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import structlog
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.errors import StoreError, TaskzillaError
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 
 log = structlog.get_logger(__name__)
@@ -41,8 +42,13 @@ RETURN count(l) AS n
 Q_HOLDER = "MATCH (l:Lease {name: $name}) RETURN l.holder AS holder, l.expires_at AS expires_at"
 
 
-def holder_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+def holder_id(role: str = "worker") -> str:
+    """Who holds the lease, as ops read it: what it is, where it runs, its pid (plus a nonce)."""
+    return f"{role}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class LeaseBusy(TaskzillaError):
+    """Another process holds the lease and the caller chose not to wait. Exit code 1."""
 
 
 class Lease:
@@ -53,6 +59,9 @@ class Lease:
         self.me = me or holder_id()
         self._renewer: threading.Thread | None = None
         self._stop_renewing = threading.Event()
+        # Held while a renewal is in flight: release() waits for it, or a renewal that lands
+        # after the release would take the lease again for a process that is done with it.
+        self._renewing = threading.Lock()
 
     def try_acquire(self) -> bool:
         now = int(time.time() * 1000)
@@ -66,15 +75,56 @@ class Lease:
             return False
         return bool(rows) and rows[0]["holder"] == self.me
 
+    def acquire(
+        self,
+        wait: bool,
+        on_busy: Callable[[str | None, float], None] | None = None,
+        poll_s: float = 1.0,
+    ) -> float:
+        """Take the lease; returns the seconds waited.
+
+        Busy: with ``wait=False`` raise LeaseBusy naming the holder; else call ``on_busy(holder,
+        seconds until its lease expires unless renewed)`` once and poll until it is free.
+        """
+        began = time.monotonic()
+        told = False
+        while not self.try_acquire():
+            holder, expires_ms = self.holder()
+            left_s = max(0.0, expires_ms / 1000 - time.time())
+            if not wait:
+                raise LeaseBusy(
+                    f"the {self.name} lease is held by {holder or 'another process'} "
+                    f"(expires in {left_s:.0f} s unless renewed); run again later, or without --no-wait to wait"
+                )
+            if not told:
+                told = True
+                if on_busy is not None:
+                    on_busy(holder, left_s)
+                log.info("lease_waiting", lease=self.name, holder=holder, expires_in_s=round(left_s))
+            time.sleep(min(poll_s, max(self.ttl_s / 3, 0.1)))
+        waited = time.monotonic() - began
+        log.info("lease_acquired", lease=self.name, holder=self.me, waited_s=round(waited, 1))
+        return waited
+
     def release(self) -> None:
         self._stop_renewing.set()
-        if self._renewer is not None:
-            self._renewer.join(timeout=5)
+        with self._renewing:  # a renewal in flight ends (within its store timeout) before we release
             self._renewer = None
         try:
             self._graph.execute(Q_RELEASE, {"name": self.name, "me": self.me})
         except StoreError as exc:
             log.warning("lease_release_failed", lease=self.name, error=str(exc)[:200])
+
+    def abandon_dead_runs(self) -> list[str]:
+        """As the holder, mark the runs that dead processes left unfinished as abandoned.
+
+        Holding the lease is what makes this safe: every run is done under it, so none of those
+        runs belongs to a live process.
+        """
+        marked = self._graph.abandon_dead_runs(self.me)
+        if marked:
+            log.warning("runs_abandoned", runs=marked, by=self.me)
+        return marked
 
     def holder(self) -> tuple[str | None, int]:
         rows = self._graph.query(Q_HOLDER, {"name": self.name})
@@ -88,9 +138,20 @@ class Lease:
 
         def renew() -> None:
             while not self._stop_renewing.wait(self.ttl_s / 3):
-                if not self.try_acquire():
-                    log.error("lease_lost", lease=self.name, holder=self.me)
-                    return
+                with self._renewing:
+                    if self._stop_renewing.is_set():
+                        return
+                    if self.try_acquire():
+                        continue
+                    try:
+                        holder, _ = self.holder()
+                    except StoreError as exc:
+                        # The store is down for now: try again next time, while the lease lasts.
+                        log.warning("lease_renew_failed", lease=self.name, error=str(exc)[:200])
+                        continue
+                    if holder != self.me:
+                        log.error("lease_lost", lease=self.name, holder=self.me, taken_by=holder)
+                        return
 
         self._renewer = threading.Thread(target=renew, name=f"lease-{self.name}", daemon=True)
         self._renewer.start()

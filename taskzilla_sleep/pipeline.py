@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.memory_index import rebuild_memory
@@ -173,6 +174,12 @@ def run_night(
                 res.error = str(exc)
                 failed = True
                 log.warning("step_abandoned", step=res.step, reason=str(exc))
+            except KeyboardInterrupt:
+                # Ctrl-C (or run-once's SIGTERM): the ledger says so, not "running" forever.
+                res.status = "abandoned"
+                res.error = "interrupted (Ctrl-C or SIGTERM)"
+                log.warning("step_abandoned", step=res.step, reason="interrupted")
+                raise
             except Exception as exc:  # a failed step stops the night; the ledger still records it
                 if isinstance(exc, NoUsableAnswers):  # applied what it could: its counts say what
                     for k, v in exc.counts.items():
@@ -205,7 +212,13 @@ def run_night(
             if result.ok:
                 # What the bot loads into its prompts: rebuilt after every successful run.
                 run.memory_index_entries = rebuild_memory(graph, settings)
-            run.sizes_after = store_sizes(graph, vectors)
+            try:
+                run.sizes_after = store_sizes(graph, vectors)
+            except StoreError as exc:
+                if result.ok:
+                    raise
+                # A store that failed the step fails this too; the step's error is the news.
+                log.warning("sizes_after_unavailable", error=str(exc)[:300])
             graph.save_run(run)
         log.info(
             "night_finished",

@@ -27,7 +27,7 @@ import structlog
 
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.lease import Lease
+from taskzilla_sleep.lease import Lease, holder_id
 from taskzilla_sleep.models import StepName
 from taskzilla_sleep.pipeline import NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
@@ -52,7 +52,7 @@ class Worker:
         self.settings = services.settings
         self.clock = clock
         self.schedule = NightlySchedule(self.settings.schedule)
-        self.lease = Lease(services.graph, LEASE_NAME, self.settings.worker.lease_ttl_s)
+        self.lease = Lease(services.graph, LEASE_NAME, self.settings.worker.lease_ttl_s, me=holder_id("worker"))
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._signals = 0
@@ -160,6 +160,7 @@ class Worker:
             return False
         self.lease.keep_alive()
         try:
+            self.lease.abandon_dead_runs()
             work()
         finally:
             self.lease.release()

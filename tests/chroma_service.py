@@ -33,6 +33,13 @@ def chroma_server(data_dir: Path) -> Iterator[tuple[str, int]]:
 
     Raises RuntimeError, with the tail of the server's log, if it doesn't come up.
     """
+    with own_chroma(data_dir) as (host, port, _process):
+        yield host, port
+
+
+@contextlib.contextmanager
+def own_chroma(data_dir: Path) -> Iterator[tuple[str, int, subprocess.Popen[bytes]]]:
+    """chroma_server() with its process: for tests that kill it (never the session's shared one)."""
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     executable = Path(sys.executable).parent / "chroma"
@@ -46,7 +53,7 @@ def chroma_server(data_dir: Path) -> Iterator[tuple[str, int]]:
         try:
             failure = _wait_ready(process, port, log_path)
             if not failure:
-                yield HOST, port
+                yield HOST, port, process
                 return
             exited_by_itself = process.poll() is not None
         finally:

@@ -228,6 +228,14 @@ class _OutputReader:
 
 @contextlib.contextmanager
 def _local_launcher(work_dir: Path, password: str | None = None) -> Iterator[str]:
+    with own_neo4j(work_dir, password) as (uri, _proc):
+        yield uri
+
+
+@contextlib.contextmanager
+def own_neo4j(work_dir: Path, password: str | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A Neo4j of the test's own from the local launcher, with its process: for tests that kill it
+    (the session's shared server must survive them). Auth is off unless ``password`` is given."""
     classpath = _launcher_classpath()
     data_dir = work_dir / "neo4j-data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -255,7 +263,7 @@ def _local_launcher(work_dir: Path, password: str | None = None) -> Iterator[str
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the Neo4j launcher was not READY within {READY_TIMEOUT_S:.0f} s:\n{reader.tail()}")
         assert reader.ready_uri is not None
-        yield reader.ready_uri
+        yield reader.ready_uri, proc
     finally:
         _stop_launcher(proc)
         reader.join(5.0)  # EOF follows the exit; only then is it safe to close the pipe

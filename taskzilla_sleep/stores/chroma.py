@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast, get_args
 
 import chromadb
+import httpx
 import numpy as np
 import numpy.typing as npt
 import structlog
@@ -27,6 +29,7 @@ from chromadb.errors import NotFoundError
 
 from taskzilla_sleep.embeddings import chroma_embedding_function
 from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
+from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.vector import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
 
 log = structlog.get_logger(__name__)
@@ -42,8 +45,6 @@ _QUERY_CACHE = 4  # query texts whose embedding is kept: recall asks two collect
 # Listing every id of a collection (reconcile, prune): ids only, so far bigger pages than for
 # vectors; each page is one query (a scan from its offset), so fewer pages is much less work.
 _ID_PAGE = 10_000
-# A connect should be quick; a big upsert or a query on a cold collection may take longer.
-_MIN_REQUEST_TIMEOUT_S = 30.0
 
 
 class ChromaVectorStore:
@@ -59,10 +60,14 @@ class ChromaVectorStore:
         location: str,
         connect: Callable[[], ClientAPI],
         embedder: Embedder,
+        outage: Outage | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.backend: VectorBackend = backend
         self._location = location
         self._connect = connect
+        # A server found unreachable fails the calls right after at once (see outage.py).
+        self._outage = outage
         self._embedder = embedder
         # Chroma annotates the parameter as EmbeddingFunction[Documents | Images]; a text-only
         # function is what it expects at run time, the generic is just invariant.
@@ -74,6 +79,7 @@ class ChromaVectorStore:
         self._kept: dict[str, Collection] = {}  # collection handles for queries (see query)
         self._query_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the last few query texts, embedded
         self._log = log.bind(backend=backend, location=location)
+        self._timeout_s = timeout_s  # the server's request timeout (None: embedded)
 
     @classmethod
     def embedded(cls, path: Path, embedder: Embedder) -> ChromaVectorStore:
@@ -86,8 +92,9 @@ class ChromaVectorStore:
 
     @classmethod
     def server(cls, host: str, port: int, embedder: Embedder, timeout_s: float = 5.0) -> ChromaVectorStore:
-        """A Chroma server (``chroma run``) at ``host:port``."""
+        """A Chroma server (``chroma run``) at ``host:port``; every request is bounded by ``timeout_s``."""
         url = f"http://{host}:{port}"
+        outage = Outage(timeout_s)
 
         def connect() -> ClientAPI:
             # HttpClient's constructor makes requests with no timeout at all; a heartbeat with
@@ -96,15 +103,13 @@ class ChromaVectorStore:
                 with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=timeout_s) as response:
                     response.read()
             except (OSError, ValueError) as exc:
-                raise StoreError(
-                    f"chroma-server connect failed ({url}): "
-                    f"no answer to GET /api/v2/heartbeat within {timeout_s}s: {exc}"
-                ) from exc
+                why = _why(exc.reason if isinstance(exc, urllib.error.URLError) else exc, timeout_s)
+                raise outage.down(f"chroma-server unreachable at {url}: {why} (GET /api/v2/heartbeat)") from exc
             client = chromadb.HttpClient(host=host, port=port, settings=Settings(anonymized_telemetry=False))
             _set_http_timeout(client, timeout_s)
             return client
 
-        return cls("chroma-server", url, connect, embedder)
+        return cls("chroma-server", url, connect, embedder, outage, timeout_s)
 
     # -- VectorStore ---------------------------------------------------------------------------
 
@@ -287,11 +292,18 @@ class ChromaVectorStore:
     @contextmanager
     def _errors(self, operation: str, collection: str | None = None) -> Iterator[None]:
         """Convert whatever Chroma (or its HTTP layer) raises into a StoreError, once, here."""
+        if self._outage is not None:
+            self._outage.check()
         try:
             yield
         except TaskzillaError:
             # Already ours (e.g. the embedder failed): keep its type and message.
             raise
+        except httpx.TransportError as exc:
+            # The server is gone or does not answer: say so, and where, not just which call failed.
+            what = operation if collection is None else f"{operation} {collection}"
+            cause = f"{self.backend} unreachable at {self._location}: {_why(exc, self._timeout_s)} (during {what})"
+            raise (self._outage.down(cause) if self._outage is not None else StoreError(cause)) from exc
         except Exception as exc:
             where = self._location if collection is None else f"{self._location}, {collection}"
             raise StoreError(f"{self.backend} {operation} failed ({where}): {type(exc).__name__}: {exc}") from exc
@@ -418,9 +430,10 @@ def _set_http_timeout(client: ClientAPI, timeout_s: float) -> None:
     sessions = _http_sessions(client)
     if not sessions:
         log.warning("chroma_http_timeout_not_set", reason="chromadb internals changed")
-    slow = max(timeout_s, _MIN_REQUEST_TIMEOUT_S)
     for session in sessions:
-        session.timeout = (timeout_s, slow, slow, timeout_s)  # connect, read, write, pool
+        # connect, read, write, pool: vector.timeout_s bounds every phase of every request (a
+        # 1,000-vector upsert takes well under a second here; raise the setting for a slow link).
+        session.timeout = httpx.Timeout(timeout_s)
 
 
 def _http_sessions(client: object) -> list[Any]:
@@ -429,3 +442,16 @@ def _http_sessions(client: object) -> list[Any]:
     owners = (client, getattr(client, "_admin_client", None))
     sessions = (getattr(getattr(owner, "_server", None), "_session", None) for owner in owners)
     return [session for session in sessions if session is not None]
+
+
+def _why(exc: BaseException | str, timeout_s: float | None) -> str:
+    """What failed, in words: refused, no answer within the timeout, connection dropped..."""
+    if isinstance(exc, str):
+        return exc
+    if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
+        return "connection refused"
+    if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
+        return f"no answer within {timeout_s:g} s" if timeout_s else "timed out"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return f"the server dropped the connection ({exc})"
+    return f"{type(exc).__name__}: {exc}"

@@ -234,6 +234,7 @@ SET p += row.set
 Q_SAVE_RUN = "MERGE (r:Run {id: $id}) SET r += $props"
 Q_RUNS = "MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n"
 Q_SLOT_DONE = "MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r) AS n"
+Q_UNFINISHED_RUNS = "MATCH (r:Run) WHERE r.finished_at IS NULL RETURN properties(r) AS r"
 
 Q_MARK_EPISODES_ACCESSED = "UNWIND $ids AS id MATCH (e:Episode {id: id}) SET e.last_accessed = $at"
 Q_MARK_PATTERNS_ACCESSED = "UNWIND $ids AS id MATCH (p:Pattern {id: id}) SET p.last_accessed = $at"
@@ -533,25 +534,44 @@ class CycleQueries:
         return int(self._read(Q_SLOT_DONE, {"slot": slot})[0]["n"]) > 0
 
     def runs(self, n: int) -> list[Run]:
-        out = []
-        for r in self._read(Q_RUNS, {"n": n}):
-            d = r["r"]
-            out.append(
-                Run.model_validate(
-                    {
-                        "id": d["id"],
-                        "trigger": d["trigger"],
-                        "started_at": from_ms(int(d["started_at"])),
-                        "finished_at": from_ms(int(d["finished_at"])) if d.get("finished_at") else None,
-                        "now": from_ms(int(d["now"])),
-                        "dry_run": bool(d.get("dry_run", False)),
-                        "steps": json.loads(d.get("steps_json") or "[]"),
-                        "slot": d.get("slot"),
-                        **json.loads(d.get("extra_json") or "{}"),
-                    }
-                )
-            )
-        return out
+        return [_run_from_props(r["r"]) for r in self._read(Q_RUNS, {"n": n})]
+
+    def abandon_dead_runs(self, by: str) -> list[str]:
+        """Mark the runs a dead process left unfinished (kill -9, power cut): ``abandoned``, not ``running``.
+
+        Only the lease holder may call this: every run that writes the ledger runs under the
+        lease, so while ``by`` holds it no live process is doing any of these.
+        """
+        marked: list[str] = []
+        for r in self._read(Q_UNFINISHED_RUNS):
+            run = _run_from_props(r["r"])
+            if all(s.status not in ("running", "pending") for s in run.steps):
+                continue  # every step recorded; only the closing save was lost
+            for s in run.steps:
+                if s.status == "running":
+                    s.status = "abandoned"
+                    s.error = f"its process stopped before the step finished (found by {by})"
+                elif s.status == "pending":
+                    s.status = "skipped"
+            self.save_run(run)
+            marked.append(run.id)
+        return marked
+
+
+def _run_from_props(d: dict[str, Any]) -> Run:
+    return Run.model_validate(
+        {
+            "id": d["id"],
+            "trigger": d["trigger"],
+            "started_at": from_ms(int(d["started_at"])),
+            "finished_at": from_ms(int(d["finished_at"])) if d.get("finished_at") else None,
+            "now": from_ms(int(d["now"])),
+            "dry_run": bool(d.get("dry_run", False)),
+            "steps": json.loads(d.get("steps_json") or "[]"),
+            "slot": d.get("slot"),
+            **json.loads(d.get("extra_json") or "{}"),
+        }
+    )
 
 
 def _pkey(p: Pattern) -> tuple[datetime, str]:

@@ -1,10 +1,22 @@
-"""FalkorDB, the embedded default graph backend (a redis-server child process on a unix socket)."""
+"""FalkorDB, the embedded default graph backend (a redis-server child process on a unix socket).
+
+Several processes may use one data dir: the first runs the server (EmbeddedFalkorDB), the others
+attach to it (`status`, `recall`, `contradictions resolve` while a worker runs; a second worker,
+a run-once waiting for the lease). When the server stops under them — its owner exited, or it
+died — the next call hands it over: whoever takes the data dir's flock first starts a new server
+on the same files, the others attach to that one, and the call is sent again if that is safe: a
+query that never reached the old server (connect or send failed) and any read. A write lost in
+flight may or may not have been applied, so it fails (StoreError; rerunning the step repairs it).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import redis
 import redis.exceptions
 import structlog
 from falkordb import FalkorDB
@@ -15,9 +27,40 @@ from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
 from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.params import refuse_unstorable
 
 log = structlog.get_logger(__name__)
+
+# A query that has not answered after this long fails (a wedged server, not a slow query: the
+# heaviest of a month of a busy team take well under a second).
+_QUERY_TIMEOUT_S = 60.0
+_HANDOVER_POLL_S = 0.05
+
+
+class _NotSent(redis.exceptions.ConnectionError):
+    """The command never reached the server (connecting or sending failed): safe to send again."""
+
+
+class _Connection(redis.UnixDomainSocketConnection):
+    """Tells a command that was never sent from one lost in flight (redis-py raises ConnectionError for both)."""
+
+    def connect_check_health(self, check_health: bool = True, retry_socket_connect: bool = True) -> None:
+        try:
+            super().connect_check_health(check_health=check_health, retry_socket_connect=retry_socket_connect)
+        except _NotSent:
+            raise
+        except redis.exceptions.ConnectionError as exc:
+            raise _NotSent(str(exc)) from exc
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            super().send_packed_command(command, check_health=check_health)  # type: ignore[no-untyped-call]
+        except _NotSent:
+            raise
+        except redis.exceptions.ConnectionError as exc:
+            # A failed send reached no server that could run it: redis only runs a whole command.
+            raise _NotSent(str(exc)) from exc
 
 
 class FalkorDBGraphStore(CypherGraphStore):
@@ -37,6 +80,8 @@ class FalkorDBGraphStore(CypherGraphStore):
         self._server: EmbeddedFalkorDB | None = None
         self._db: Any = None
         self._graph: Any = None
+        self._handover = threading.Lock()  # the API threads and the lease renewer may all notice at once
+        self._outage = Outage(connect_timeout_s)
 
     @classmethod
     def start(
@@ -58,12 +103,15 @@ class FalkorDBGraphStore(CypherGraphStore):
         try:
             # No client-side retry with backoff: a dead server must fail fast (redis-py 6 would
             # otherwise spend ~4 s retrying a refused connection on every call).
-            self._db = FalkorDB(
-                unix_socket_path=str(sock),
-                socket_timeout=60,
+            pool = redis.ConnectionPool(
+                connection_class=_Connection,
+                path=str(sock),
+                socket_timeout=_QUERY_TIMEOUT_S,
                 socket_connect_timeout=self._timeout,
                 retry=Retry(NoBackoff(), 0),
+                decode_responses=True,  # what FalkorDB's own client asks for; a pool of ours must too
             )
+            self._db = FalkorDB(connection_pool=pool)
             self._graph = self._db.select_graph(self._graph_name)
         except redis.exceptions.RedisError as exc:
             self._server.stop()
@@ -76,15 +124,52 @@ class FalkorDBGraphStore(CypherGraphStore):
         if self._graph is None:
             raise StoreError("falkordb: store is not open")
         refuse_unstorable("falkordb", params)
-        try:
-            res = (self._graph.ro_query if read_only else self._graph.query)(query, params or None)
-        except redis.exceptions.ConnectionError as exc:
-            raise StoreError(f"falkordb unreachable at {self._dir / 'redis.sock'}: {exc}") from exc
-        except redis.exceptions.RedisError as exc:
-            raise StoreError(f"falkordb query failed: {exc}") from exc
+        self._outage.check()
+        sock = self._dir / "redis.sock"
+        deadline = time.monotonic() + max(self._timeout, 10.0)  # a hand-over may start a server
+        while True:
+            try:
+                res = (self._graph.ro_query if read_only else self._graph.query)(query, params or None)
+                break
+            except redis.exceptions.ConnectionError as exc:
+                sent = not isinstance(exc, _NotSent)
+                self._hand_over(exc, deadline)
+                if sent and not read_only:
+                    raise StoreError(
+                        f"falkordb at {sock}: the server stopped while a write was in flight; it may or may "
+                        f"not have been applied (rerunning the step repairs it): {exc}"
+                    ) from exc
+            except redis.exceptions.RedisError as exc:
+                raise StoreError(f"falkordb query failed: {exc}") from exc
         names = [h[1] if isinstance(h, (list, tuple)) else h for h in (res.header or [])]
         names = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
         return [dict(zip(names, row, strict=True)) for row in res.result_set]
+
+    def _hand_over(self, exc: Exception, deadline: float) -> None:
+        """The server stopped answering: make sure one runs again on this data dir (maybe ours), or raise."""
+        with self._handover:
+            server = self._server
+            if server is None:
+                raise StoreError("falkordb: store is closed") from exc
+            if server.answering():
+                # Another thread (or another process) already brought one up; or the old one is
+                # still shutting down, and the next attempt will tell.
+                if time.monotonic() > deadline:
+                    raise self._outage.down(f"falkordb at {self._dir}: the server keeps dropping us: {exc}") from exc
+                time.sleep(_HANDOVER_POLL_S)
+                return
+            previous = server.pid
+            server.stop()  # ours and dead: reap it and free the flock; another owner's: forget it
+            try:
+                server.start()  # the flock free: start one on the same files; else attach to the new owner's
+            except StoreError as err:
+                raise self._outage.down(
+                    f"falkordb at {self._dir}: the server (pid {previous}) stopped and none could be started "
+                    f"again: {err}"
+                ) from err
+            log.warning(
+                "falkordb_handed_over", previous_pid=previous, pid=server.pid, owner=server.owner, cause=str(exc)[:200]
+            )
 
     def _read(self, query: str, params: Row | None = None) -> list[Row]:
         return self._run(query, params, read_only=True)

@@ -118,6 +118,10 @@ class EmbeddedFalkorDB:
     def log_path(self) -> Path:
         return self._data_dir / LOG_NAME
 
+    def answering(self, timeout_s: float = 0.5) -> bool:
+        """Does a server (ours or another owner's) answer PING on the socket right now?"""
+        return _ping(self.socket_path, timeout_s)
+
     # -- life cycle -------------------------------------------------------------------------
 
     def start(self) -> Path:

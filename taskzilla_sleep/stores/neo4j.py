@@ -1,17 +1,28 @@
-"""Neo4j 5 through the official driver. Production graph backend."""
+"""Neo4j 5 through the official driver. Production graph backend.
+
+Every call is bounded by ``graph.connect_timeout_s``: the driver's connect, handshake and pool
+wait use it, and the driver's own transaction retries (up to 30 s by default, restarted on every
+call) are replaced by ours, which stop at the same bound. A server found unreachable then stays
+"down" for that long (see outage.py), so the calls that follow fail at once with the same cause.
+"""
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
-import neo4j
-from neo4j import GraphDatabase, RoutingControl
-from neo4j.exceptions import Neo4jError, ServiceUnavailable
+from neo4j import READ_ACCESS, WRITE_ACCESS, GraphDatabase, RoutingControl
+from neo4j.exceptions import DriverError, IncompleteCommit, Neo4jError, ServiceUnavailable, SessionExpired
 
 from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
 from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.params import refuse_unstorable
+
+_FIRST_RETRY_DELAY_S = 0.1
+_MAX_RETRY_DELAY_S = 1.0
 
 
 class Neo4jGraphStore(CypherGraphStore):
@@ -28,14 +39,16 @@ class Neo4jGraphStore(CypherGraphStore):
         super().__init__(batch_size)
         self._uri = uri
         self._database = database
+        self._timeout = connect_timeout_s
+        self._outage = Outage(connect_timeout_s)
         try:
             # Creating a driver opens no connection; the first query does, within the timeout.
             self._driver = GraphDatabase.driver(
                 uri,
                 auth=auth,
                 connection_timeout=connect_timeout_s,
-                connection_acquisition_timeout=connect_timeout_s * 2,
-                max_transaction_retry_time=connect_timeout_s * 3,
+                # The pool wait includes opening a connection: the same bound, not a second one on top.
+                connection_acquisition_timeout=connect_timeout_s,
             )
         except (ValueError, Neo4jError) as exc:
             raise StoreError(f"neo4j: cannot use {uri}: {exc}") from exc
@@ -45,18 +58,48 @@ class Neo4jGraphStore(CypherGraphStore):
 
     def _run(self, query: str, params: Row | None, routing: RoutingControl) -> list[Row]:
         refuse_unstorable("neo4j", params)  # what FalkorDB cannot carry is refused here too: one behaviour
-        try:
-            result = self._driver.execute_query(
-                query,
-                parameters_=params or {},
-                database_=self._database,
-                routing_=routing,
-            )
-        except ServiceUnavailable as exc:
-            raise StoreError(f"neo4j unreachable at {self._uri}: {exc}") from exc
-        except (Neo4jError, neo4j.exceptions.DriverError, OSError) as exc:
-            raise StoreError(f"neo4j query failed ({self._uri}): {exc}") from exc
-        return [r.data() for r in result.records]
+        self._outage.check()
+        deadline = time.monotonic() + self._timeout
+        delay = _FIRST_RETRY_DELAY_S
+        while True:
+            try:
+                rows = self._transaction(query, params or {}, routing)
+            except (Neo4jError, DriverError) as exc:
+                # Retryable: a deadlock, a leader switch, a connection that could not be opened
+                # or broke before the commit. Not retryable, among others: IncompleteCommit (the
+                # commit was sent, its outcome is unknown).
+                if exc.is_retryable() and time.monotonic() + delay < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, _MAX_RETRY_DELAY_S)
+                    continue
+                if isinstance(exc, IncompleteCommit):
+                    raise StoreError(
+                        f"neo4j at {self._uri}: the connection broke during a commit, whose outcome is unknown "
+                        f"(a rerun repairs it): {_one_line(exc)}"
+                    ) from exc
+                if isinstance(exc, (ServiceUnavailable, SessionExpired)):
+                    raise self._outage.down(f"neo4j unreachable at {self._uri}: {_one_line(exc)}") from exc
+                raise StoreError(f"neo4j query failed ({self._uri}): {_one_line(exc)}") from exc
+            except OSError as exc:
+                raise self._outage.down(f"neo4j unreachable at {self._uri}: {_one_line(exc)}") from exc
+            return rows
+
+    def _transaction(self, query: str, params: Row, routing: RoutingControl) -> list[Row]:
+        """One explicit transaction, one attempt (``execute_query`` would retry on its own, unbounded by us)."""
+        mode = READ_ACCESS if routing is RoutingControl.READ else WRITE_ACCESS
+        with self._driver.session(
+            database=self._database,
+            default_access_mode=mode,
+            # The one execute_query uses: reads after our writes stay causally consistent on a cluster.
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+        ) as session:
+            tx = session.begin_transaction()
+            try:
+                rows = [r.data() for r in tx.run(query, params)]
+                tx.commit()
+            finally:
+                tx.close()  # a rollback unless committed
+        return rows
 
     def _read(self, query: str, params: Row | None = None) -> list[Row]:
         return self._run(query, params, RoutingControl.READ)
@@ -80,3 +123,8 @@ class Neo4jGraphStore(CypherGraphStore):
 
     def _raw_driver(self) -> Any:
         return self._driver
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's messages span lines; an error line for a person (and a log field) should not."""
+    return re.sub(r"\s+", " ", str(exc)).strip()
