@@ -157,15 +157,8 @@ def build_graph(settings: Settings, secrets: Secrets) -> CypherGraphStore:
 
 def _check_neo4j_auth(store: Neo4jGraphStore, settings: Settings, has_password: bool) -> None:
     """A refused login is a configuration error naming the variable, not the server's 'missing key'."""
-    from neo4j.exceptions import DriverError, Neo4jError
-
     g = settings.graph
-    try:
-        accepted = store._raw_driver().verify_authentication()
-    except (Neo4jError, DriverError, OSError) as exc:
-        # Unreachable: the same error the first query would raise, after the same single wait.
-        raise StoreError(f"neo4j unreachable at {g.neo4j_uri}: {exc}") from exc
-    if accepted:
+    if store.authentication_accepted():  # unreachable: the StoreError the first query would raise
         return
     if not has_password:
         raise ConfigError(

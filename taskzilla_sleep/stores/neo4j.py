@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
 
 from neo4j import READ_ACCESS, WRITE_ACCESS, GraphDatabase, RoutingControl
 from neo4j.exceptions import DriverError, IncompleteCommit, Neo4jError, ServiceUnavailable, SessionExpired
@@ -121,8 +120,13 @@ class Neo4jGraphStore(CypherGraphStore):
     def close(self) -> None:
         self._driver.close()
 
-    def _raw_driver(self) -> Any:
-        return self._driver
+    def authentication_accepted(self) -> bool:
+        """Does the server accept our credentials? StoreError (one line) when it cannot be reached."""
+        self._outage.check()
+        try:
+            return bool(self._driver.verify_authentication())
+        except (Neo4jError, DriverError, OSError) as exc:
+            raise self._outage.down(f"neo4j unreachable at {self._uri}: {_one_line(exc)}") from exc
 
 
 def _one_line(exc: BaseException) -> str:

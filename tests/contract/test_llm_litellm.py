@@ -17,7 +17,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from taskzilla_sleep.errors import LLMError
-from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternView, ReflectRequest, Verdict, validate_draft
+from taskzilla_sleep.llm.base import (
+    DistillRequest,
+    EpisodeView,
+    PatternView,
+    ReflectRequest,
+    Unanswered,
+    Verdict,
+    validate_draft,
+)
 from taskzilla_sleep.llm.client import LiteLLMProvider
 from tests.llm_stub import LLMStub, Reply
 
@@ -160,7 +168,7 @@ def test_an_answer_still_wrong_after_the_retry_is_skipped_and_counted_never_a_dr
     with capture_logs() as logs:
         [draft] = llm.distill_many([distill_request()])
 
-    assert draft is None
+    assert isinstance(draft, Unanswered) and "supporting_ids" in draft.reason  # not a decline: asked again later
     assert len(stub.requests) == 2
     assert stub.pending == 1
     assert (llm.usage.calls, llm.usage.invalid_answers, llm.usage.retries, llm.usage.skipped) == (2, 2, 1, 1)
@@ -227,7 +235,7 @@ def test_invalid_drafts_are_rejected_with_the_reason(stub: LLMStub, bad: str, re
 
     [draft] = llm.distill_many([distill_request()])
 
-    assert draft is None
+    assert isinstance(draft, Unanswered)
     assert reason in last_user_message(stub.requests[1])
     assert (llm.usage.invalid_answers, llm.usage.retries, llm.usage.skipped) == (2, 1, 1)
 
@@ -435,7 +443,8 @@ def test_an_invalid_relation_is_retried_then_skipped(stub: LLMStub) -> None:
     stub.script('{"relation": "maybe", "reason": "?"}', "malformed")
     llm = provider(stub)
 
-    assert llm.classify_many([reflect_request()]) == [None]
+    [verdict] = llm.classify_many([reflect_request()])
+    assert isinstance(verdict, Unanswered)
     assert "relation" in last_user_message(stub.requests[1])
     assert (llm.usage.invalid_answers, llm.usage.retries, llm.usage.skipped) == (2, 1, 1)
 
