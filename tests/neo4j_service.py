@@ -284,3 +284,19 @@ def _stop_launcher(proc: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
     proc.wait(timeout=10)
+
+
+def servers_env(neo4j_uri: str, chroma_address: tuple[str, int]) -> dict[str, str]:
+    """The environment that points a subprocess (the CLI, a worker, a driver) at Neo4j + Chroma server."""
+    host, port = chroma_address
+    env = {
+        "TASKZILLA__GRAPH__BACKEND": "neo4j",
+        "TASKZILLA__GRAPH__NEO4J_URI": neo4j_uri,
+        "TASKZILLA__VECTOR__BACKEND": "chroma-server",
+        "TASKZILLA__VECTOR__HOST": host,
+        "TASKZILLA__VECTOR__PORT": str(port),
+    }
+    auth = neo4j_auth()
+    if auth:
+        env["TASKZILLA__GRAPH__NEO4J_USER"], env["TASKZILLA_NEO4J_PASSWORD"] = auth
+    return env

@@ -69,20 +69,9 @@ def _snapshot(out: str) -> dict[str, Any]:
 def stack_env(request: pytest.FixtureRequest) -> dict[str, str]:
     if request.param.startswith("falkordb"):
         return {}
-    host, port = request.getfixturevalue("chroma_address")
-    from tests.neo4j_service import neo4j_auth
+    from tests.neo4j_service import servers_env
 
-    env = {
-        "TASKZILLA__GRAPH__BACKEND": "neo4j",
-        "TASKZILLA__GRAPH__NEO4J_URI": request.getfixturevalue("neo4j_uri"),
-        "TASKZILLA__VECTOR__BACKEND": "chroma-server",
-        "TASKZILLA__VECTOR__HOST": host,
-        "TASKZILLA__VECTOR__PORT": str(port),
-    }
-    auth = neo4j_auth()
-    if auth:
-        env["TASKZILLA__GRAPH__NEO4J_USER"], env["TASKZILLA_NEO4J_PASSWORD"] = auth
-    return env
+    return servers_env(request.getfixturevalue("neo4j_uri"), request.getfixturevalue("chroma_address"))
 
 
 # A generated busy week: the middle of distill's writes, and all of them written but the journal open.

@@ -116,19 +116,9 @@ def test_replay_on_neo4j_and_chroma_server_equals_the_embedded_replay(
     seeds: tuple[str, str],
     tmp_path: Path,
 ) -> None:
-    from tests.neo4j_service import neo4j_auth
+    from tests.neo4j_service import servers_env
 
-    host, port = chroma_address
-    env = {
-        "TASKZILLA__GRAPH__BACKEND": "neo4j",
-        "TASKZILLA__GRAPH__NEO4J_URI": neo4j_uri,
-        "TASKZILLA__VECTOR__BACKEND": "chroma-server",
-        "TASKZILLA__VECTOR__HOST": host,
-        "TASKZILLA__VECTOR__PORT": str(port),
-    }
-    auth = neo4j_auth()
-    if auth:
-        env["TASKZILLA__GRAPH__NEO4J_USER"], env["TASKZILLA_NEO4J_PASSWORD"] = auth
+    env = servers_env(neo4j_uri, chroma_address)
     a, b = seeds
     got = {seed: _replay(env, tmp_path / f"seed{seed}", seed, SERVERS) for seed in seeds}
     _assert_same(got[a], got[b], f"{SERVERS}, PYTHONHASHSEED={a} vs {b}")

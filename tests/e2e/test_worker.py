@@ -204,19 +204,9 @@ def test_sigterm_mid_step_exits_0_and_leaves_consistent_stores(tmp_path: Path) -
 def test_two_workers_against_one_neo4j_run_the_night_once(
     tmp_path: Path, neo4j_uri: str, chroma_address: tuple[str, int]
 ) -> None:
-    from tests.neo4j_service import neo4j_auth
+    from tests.neo4j_service import servers_env
 
-    host, port = chroma_address
-    env = {
-        "TASKZILLA__GRAPH__BACKEND": "neo4j",
-        "TASKZILLA__GRAPH__NEO4J_URI": neo4j_uri,
-        "TASKZILLA__VECTOR__BACKEND": "chroma-server",
-        "TASKZILLA__VECTOR__HOST": host,
-        "TASKZILLA__VECTOR__PORT": str(port),
-    }
-    auth = neo4j_auth()
-    if auth:
-        env["TASKZILLA__GRAPH__NEO4J_USER"], env["TASKZILLA_NEO4J_PASSWORD"] = auth
+    env = servers_env(neo4j_uri, chroma_address)
     wipe = (
         "import sys; from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build;"
         "s = build(load_settings()); s.graph.delete_all(); s.vectors.delete_all(); s.close()"
