@@ -2,8 +2,10 @@
 
 A night and a watchdog distill never overlap, and two workers against one store run each night
 once: whoever holds the lease works; the others wait. The holder renews it while working; a dead
-holder's lease simply expires after ``worker.lease_ttl_s`` and the next replica takes over. Lease
-times are wall-clock (they are about process liveness, not about the night being replayed).
+holder's lease expires after ``worker.lease_ttl_s`` and the next replica takes over — at once when
+the holder was a process on this machine (same host and pid namespace) that no longer exists, so a
+`kill -9` of a worker does not make the next `run-once` wait out the TTL. Lease times are wall-clock
+(they are about process liveness, not about the night being replayed).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ Q_ACQUIRE = """
 MERGE (l:Lease {name: $name})
 SET l.touched_at = $now
 WITH l
-WHERE l.holder IS NULL OR l.holder = $me OR l.expires_at < $now
-SET l.holder = $me, l.expires_at = $expires
+WHERE l.holder IS NULL OR l.holder = $me OR l.expires_at < $now OR l.holder = $dead
+SET l.holder = $me, l.expires_at = $expires, l.host = $host, l.pid_ns = $pid_ns, l.pid = $pid
 RETURN l.holder AS holder
 """
 Q_RELEASE = """
@@ -39,12 +41,32 @@ WHERE l.holder = $me
 SET l.holder = null, l.expires_at = 0
 RETURN count(l) AS n
 """
-Q_HOLDER = "MATCH (l:Lease {name: $name}) RETURN l.holder AS holder, l.expires_at AS expires_at"
+Q_HOLDER = """
+MATCH (l:Lease {name: $name})
+RETURN l.holder AS holder, l.expires_at AS expires_at, l.host AS host, l.pid_ns AS pid_ns, l.pid AS pid
+"""
 
 
 def holder_id(role: str = "worker") -> str:
     """Who holds the lease, as ops read it: what it is, where it runs, its pid (plus a nonce)."""
     return f"{role}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None  # not Linux: never judge another process dead
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, someone else's
+    return True
 
 
 class LeaseBusy(TaskzillaError):
@@ -62,18 +84,51 @@ class Lease:
         # Held while a renewal is in flight: release() waits for it, or a renewal that lands
         # after the release would take the lease again for a process that is done with it.
         self._renewing = threading.Lock()
+        self._host = socket.gethostname()
+        self._pid_ns = _pid_namespace()
 
     def try_acquire(self) -> bool:
+        if self._try(dead=None):
+            return True
+        dead = self._dead_holder()
+        return dead is not None and self._try(dead=dead)
+
+    def _try(self, dead: str | None) -> bool:
         now = int(time.time() * 1000)
+        params = {
+            "name": self.name,
+            "me": self.me,
+            "now": now,
+            "expires": now + int(self.ttl_s * 1000),
+            "dead": dead,
+            "host": self._host,
+            "pid_ns": self._pid_ns,
+            "pid": os.getpid(),
+        }
         try:
-            rows = self._graph.execute(
-                Q_ACQUIRE, {"name": self.name, "me": self.me, "now": now, "expires": now + int(self.ttl_s * 1000)}
-            )
+            rows = self._graph.execute(Q_ACQUIRE, params)
         except StoreError as exc:
             # Two replicas creating the lease node at once: one loses on the uniqueness constraint.
             log.info("lease_contended", lease=self.name, error=str(exc)[:200])
             return False
-        return bool(rows) and rows[0]["holder"] == self.me
+        taken = bool(rows) and rows[0]["holder"] == self.me
+        if taken and dead is not None:
+            log.warning("lease_taken_from_dead_holder", lease=self.name, dead=dead, holder=self.me)
+        return taken
+
+    def _dead_holder(self) -> str | None:
+        """The holder, if it was a process of this machine's pid namespace that is gone."""
+        try:
+            rows = self._graph.query(Q_HOLDER, {"name": self.name})
+        except StoreError:
+            return None
+        if not rows or self._pid_ns is None:
+            return None
+        r = rows[0]
+        if r["holder"] in (None, self.me) or r["host"] != self._host or r["pid_ns"] != self._pid_ns:
+            return None
+        pid = r["pid"]
+        return str(r["holder"]) if isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid) else None
 
     def acquire(
         self,

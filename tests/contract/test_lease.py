@@ -80,3 +80,30 @@ def test_many_contenders_one_winner(graph: CypherGraphStore, name: str) -> None:
         assert len(wins) == 1
         assert leases[0].holder()[0] == wins[0]
         next(x for x in leases if x.me == wins[0]).release()
+
+
+def test_a_lease_of_a_gone_process_on_this_machine_is_taken_at_once(graph: CypherGraphStore) -> None:
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its pid names no process now
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        held, other = Lease(graph, "x", 600, me="held"), Lease(graph, "x", 600, me="other")
+
+        def holder_is(pid: int, host: str | None = None) -> None:
+            assert held.try_acquire()
+            graph.execute(
+                "MATCH (l:Lease {name: 'x'}) SET l.pid = $pid, l.host = coalesce($host, l.host)",
+                {"pid": pid, "host": host},
+            )
+
+        holder_is(alive.pid)  # a live process of this machine: wait for it (or its TTL)
+        assert not other.try_acquire()
+        holder_is(gone.pid, host="another-machine")  # a pid on another host says nothing here
+        assert not other.try_acquire()
+        holder_is(gone.pid)  # gone, here: no need to wait out the 600 s TTL
+        assert other.try_acquire() and other.holder()[0] == "other"
+    finally:
+        alive.kill()
+        alive.wait()
