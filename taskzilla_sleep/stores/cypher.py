@@ -55,22 +55,23 @@ RETURN e.id AS id, e.status AS status, e.content_hash AS content_hash, e.team AS
        e.author AS author, e.ts AS ts, e.provenance AS provenance, e.text AS text
 """
 
-# An upsert is all or nothing. Its batches create the episodes *staged* under one IngestStage token:
+# An upsert is all or nothing. Its batches create the episodes *staged* under one token (``stage``):
 # status 'staged', no id (kept in staged_id, the status in staged_status) — every reader filters on
 # status or finds episodes by id, so none sees them, and a leftover never blocks the same id
 # (Neo4j's uniqueness constraint). ONE final query then gives them their id and status, unless an id
 # got stored by another writer meanwhile or a batch is missing. A failure drops the stage; a stage
-# left by a killed process is dropped once stale (reconcile). Entities a stage created carry its
-# token until then. ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person
+# left by a killed process is dropped once stale (reconcile: no batch of it for 10 minutes, by the
+# staged episodes' ``staged_at``). Entities a stage created carry its token until then.
+# There is no node for the stage itself: FalkorDB 4.16, after a few thousand commits that deleted
+# such a node inside the commit query, answered "Attempted to access undefined attribute" to every
+# later scan of that label (reproduced: ~64,000 episodes in 500-row files), which stopped reconcile and
+# so every night. ON MATCH fills what a bare MERGE elsewhere left out (a fact pinned to a person
 # who has not spoken yet).
 STAGED = "staged"
 Q_STAGE_EPISODES = """
-MERGE (st:IngestStage {token: $stage})
-SET st.touched_at = timestamp()
-WITH st
 UNWIND $rows AS r
 CREATE (e:Episode)
-SET e += r.props, e.stage = $stage
+SET e += r.props, e.stage = $stage, e.staged_at = timestamp()
 WITH e, r
 UNWIND r.links AS l
 MERGE (n:Entity {key: l.key})
@@ -80,27 +81,23 @@ MERGE (e)-[:MENTIONS {role: l.role}]->(n)
 """
 
 Q_COMMIT_STAGE = """
-MATCH (st:IngestStage {token: $stage})
 OPTIONAL MATCH (s:Episode {stage: $stage})
 OPTIONAL MATCH (x:Episode {id: s.staged_id})
-WITH st, count(DISTINCT s) AS n, count(x) AS clashes
+WITH count(DISTINCT s) AS n, count(x) AS clashes
 WHERE clashes = 0 AND n = $expected
 MATCH (s:Episode {stage: $stage})
 SET s.id = s.staged_id, s.status = s.staged_status
-REMOVE s.staged_id, s.staged_status, s.stage
-WITH DISTINCT st, n
+REMOVE s.staged_id, s.staged_status, s.stage, s.staged_at
+WITH DISTINCT n
 OPTIONAL MATCH (m:Entity {stage: $stage})
 REMOVE m.stage
-WITH DISTINCT st, n
-DELETE st
-RETURN n
+RETURN DISTINCT n
 """
 
 Q_STAGE_STATE = """
-OPTIONAL MATCH (st:IngestStage {token: $stage})
 OPTIONAL MATCH (s:Episode {stage: $stage})
 OPTIONAL MATCH (x:Episode {id: s.staged_id})
-RETURN count(DISTINCT st) AS stages, count(DISTINCT s) AS staged, count(x) AS clashes
+RETURN count(DISTINCT s) AS staged, count(x) AS clashes
 """
 
 Q_DROP_STAGED = "MATCH (s:Episode {stage: $stage}) WITH s LIMIT 5000 DETACH DELETE s RETURN count(*) AS n"
@@ -113,8 +110,13 @@ WHERE rels = 0
 DELETE n
 """
 Q_UNMARK_STAGE_ENTITIES = "MATCH (n:Entity {stage: $stage}) REMOVE n.stage"
-Q_DROP_STAGE = "MATCH (st:IngestStage {token: $stage}) DELETE st"
-Q_STALE_STAGES = "MATCH (st:IngestStage) WHERE st.touched_at < timestamp() - $age_ms RETURN st.token AS token"
+Q_STALE_STAGES = """
+MATCH (e:Episode)
+WHERE e.status = 'staged'
+WITH e.stage AS token, max(e.staged_at) AS last
+WHERE last < timestamp() - $age_ms
+RETURN token
+"""
 
 Q_GET_EPISODES = """
 UNWIND $ids AS id
@@ -175,7 +177,6 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Meta", "key"),
     ("Lease", "name"),
     ("Alert", "key"),
-    ("IngestStage", "token"),
 )
 # Secondary indexes the steps filter on.
 INDEXES: tuple[tuple[str, str], ...] = (
@@ -356,7 +357,7 @@ class CypherGraphStore(CycleQueries, ABC):
         (state,) = self._read(Q_STAGE_STATE, {"stage": stage})
         if int(state["clashes"]):
             why = f"{state['clashes']} of its episode ids were stored by another writer meanwhile"
-        elif not int(state["stages"]):
+        elif not int(state["staged"]):
             why = "its staged episodes were removed as stale before the commit"
         else:
             why = f"only {state['staged']} of {expected} staged episodes were found at the commit"
@@ -374,7 +375,6 @@ class CypherGraphStore(CycleQueries, ABC):
             pass
         self._write(Q_DROP_STAGE_ENTITIES, {"stage": stage})
         self._write(Q_UNMARK_STAGE_ENTITIES, {"stage": stage})
-        self._write(Q_DROP_STAGE, {"stage": stage})
 
     def drop_stale_stages(self, older_than_s: float = STAGE_STALE_AFTER_S) -> int:
         """Stages no batch touched for ``older_than_s`` (by the graph's clock): their writer is gone."""

@@ -95,7 +95,7 @@ def test_an_error_in_the_second_batch_leaves_nothing_and_a_rerun_stores_it_all(
     assert stack.vectors.count(TEAM, "episodes") == 600
     nodes = stack.graph.export()["nodes"]
     assert {label for n in nodes for label in n["labels"]} == {"Episode", "Entity"}
-    assert not [n for n in nodes if {"stage", "staged_id", "staged_status"} & set(n["props"])]
+    assert not [n for n in nodes if {"stage", "staged_id", "staged_status", "staged_at"} & set(n["props"])]
     assert stack.graph.counts().entities == 600 + 7 + 1  # @person{i}, 7 authors, the channel
 
 
@@ -130,7 +130,7 @@ def test_a_stage_left_behind_is_invisible_and_dropped_once_stale(stack: Stack, m
     time.sleep(0.05)
     assert g.drop_stale_stages(older_than_s=0) == 1  # the entities the file now uses stay
     nodes = g.export()["nodes"]
-    assert not [n for n in nodes if {"stage", "staged_id", "staged_status"} & set(n["props"])]
+    assert not [n for n in nodes if {"stage", "staged_id", "staged_status", "staged_at"} & set(n["props"])]
     counts = g.counts()
     assert (counts.episodes, counts.entities, counts.relationships) == ({"raw": 600}, 600 + 7 + 1, 600 * 3)
     assert stack.vectors.count(TEAM, "episodes") == 600
