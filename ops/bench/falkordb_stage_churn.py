@@ -32,9 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d:
         g = FalkorDBGraphStore.start(Path(d) / "falkordb")
         g.ensure_schema()
-        n = day = 0
+        n = days = 0
         try:
-            for day in range(1, a.days + 1):
+            while days < a.days:
+                days += 1
                 for _ in range(a.files_per_day):
                     eps, links = [], []
                     for _ in range(a.per_file):
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                     g.upsert_episodes(eps, links)
                 g.drop_stale_stages()
         except Exception as exc:
-            print(f"day {day}, {n} episodes: {exc}")
+            print(f"day {days}, {n} episodes: {exc}")
             return 1
         finally:
             g.close()
