@@ -120,8 +120,13 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
     )
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     graph = build_graph(settings, Secrets())
+    try:
+        vectors = build_vectors(settings, embedder)
+    except BaseException:
+        graph.close()
+        raise
     t0 = time.perf_counter()
-    with Services(settings, graph, build_vectors(settings, embedder), embedder) as s:
+    with Services(settings, graph, vectors, embedder) as s:
         s.graph.ensure_schema()
         llm = build_llm(settings, embedder)
         team = week.gold.team
@@ -264,7 +269,10 @@ def run(
     configure_logging("warning", json=True)
     embedder = embedder or OfflineMiniLM()
     loaded = [load_week(w, corpus) for w in weeks]
-    out: dict[str, Any] = {"weeks": list(weeks), "providers": {}, "corpus": str(corpus)}
+    import taskzilla_sleep
+
+    package = str(Path(taskzilla_sleep.__file__).resolve().parent)
+    out: dict[str, Any] = {"weeks": list(weeks), "providers": {}, "corpus": str(corpus), "package": package}
     for prov in providers:
         t0 = time.perf_counter()
         per_week: dict[str, Any] = {}
@@ -285,8 +293,10 @@ def run(
                 }
                 print(f"[hard-cases/{prov}] {week.name}: {r['seconds']:.0f}s", file=sys.stderr, flush=True)
         all_ = hs.total(scores)
+        llm_use = {k: sum(int(w["llm"].get(k) or 0) for w in per_week.values()) for k in ("calls", "invalid_answers")}
         out["providers"][prov] = {
             "model": PROVIDERS[prov],
+            "llm": llm_use,
             "headline": hs.headline(all_.counts),
             "counts": dict(all_.counts),
             "by_class": {k: dict(v) for k, v in all_.by_class.items()},
@@ -336,7 +346,9 @@ LABELS = {
 
 def render(result: dict[str, Any], failures: int = 40) -> str:
     provs = list(result["providers"])
-    out = [f"Hard-case corpus: weeks {', '.join(result['weeks'])}; figures per provider:"]
+    out = [
+        f"Hard-case corpus: weeks {', '.join(result['weeks'])}; package {result.get('package')}; figures per provider:"
+    ]
     out += [f"- **{p}**: {result['providers'][p]['model']}" for p in provs]
     out += ["", "| figure | target | " + " | ".join(provs) + " |", "|---|---|" + "---|" * len(provs)]
     for name, label in LABELS.items():
@@ -344,7 +356,13 @@ def render(result: dict[str, Any], failures: int = 40) -> str:
         out.append(f"| {label} | {TARGETS[name]} | " + " | ".join(cells) + " |")
     for p in provs:
         r = result["providers"][p]
-        out += ["", f"**{p}** — messages by gold class (what the stores did with them):", ""]
+        out += [
+            "",
+            f"**{p}** — messages by gold class, what the stores hold after the last night (evidence: in a "
+            "live pattern's evidence; skipped: by the write discipline at ingestion; lost: stored, then gone "
+            f"without a tombstone). LLM calls {r['llm']['calls']}, invalid answers {r['llm']['invalid_answers']}.",
+            "",
+        ]
         cols = ("messages", "skipped", "evidence", "absorbed", "retired", "pruned", "lost")
         out += ["| class | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
         for cls in hs.CLASSES:

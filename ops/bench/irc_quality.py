@@ -169,7 +169,10 @@ def run(path: Path, days: int, work: Path, seed: int) -> dict[str, Any]:
             "MATCH (e:Episode) WHERE e.team = $team RETURN e.status AS status", {"team": TEAM}
         )]  # fmt: skip
     out = figures(patterns, statuses, stored, authors, seed)
+    import taskzilla_sleep
+
     out.update(
+        package=str(Path(taskzilla_sleep.__file__).resolve().parent),
         days=days,
         handed_in=info["episodes"],
         authors=len(authors),
@@ -185,7 +188,7 @@ def render(r: dict[str, Any]) -> str:
     eps = ", ".join(f"{k} {v}" for k, v in r["episodes_by_status"].items())
     out = [
         f"Ubuntu IRC, first {r['days']} days, default configuration, offline provider "
-        f"({r['handed_in']} messages handed in, {r['authors']} authors):",
+        f"({r['handed_in']} messages handed in, {r['authors']} authors; package {r.get('package')}):",
         "",
         "| figure | target | value |",
         "|---|---|---|",

@@ -438,11 +438,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.tables_from is not None:  # re-render the tables of an earlier run's bench.json
         earlier = json.loads(a.tables_from.read_text())
         results = earlier["scenarios"]
-        print(table(results) + "\n\n" + sizes_table(results))
+        parts = [table(results) + "\n\n" + sizes_table(results)] if results else []
         if earlier.get("quality"):
-            print("\n" + quality_tables(earlier["quality"]))
+            parts.append(quality_tables(earlier["quality"]))
+        print("\n\n".join(parts))
         return 0
 
+    wanted = {n.strip() for n in (a.only or "").split(",") if n.strip()}
+    known = {f"{s}-{p}" for s in ("synthetic", "irc") for p in PAIRS} | set(QUALITY)
+    if wanted - known:
+        unknown, choices = ", ".join(sorted(wanted - known)), ", ".join(sorted(known))
+        ap.error(f"--only: unknown scenario(s) {unknown}; choose from {choices}")
     a.out.mkdir(parents=True, exist_ok=True)
     info = machine()
     command = " ".join(shlex.quote(x) for x in ["python", "-m", "ops.bench.run", *(argv or sys.argv[1:])])
@@ -456,17 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     elif not a.no_irc:
         plan += [(f"irc-{p}", "irc", PAIRS[p]) for p in a.irc_pairs.split(",") if p]
     judged = [] if a.no_quality else list(QUALITY)
+    if wanted:
+        plan = [(f"{src}-{p}", src, PAIRS[p]) for src in ("synthetic", "irc") for p in PAIRS if f"{src}-{p}" in wanted]
+        plan = [x for x in plan if x[1] != "irc" or a.irc_path.is_file()]
+        judged = [n for n in QUALITY if n in wanted]
     if "irc-quality" in judged and not a.irc_path.is_file():
         print(f"skipping the irc-quality scenario: {a.irc_path} is not there (--irc-path)", flush=True)
         judged.remove("irc-quality")
-    if a.only:
-        wanted = {n.strip() for n in a.only.split(",") if n.strip()}
-        known = {f"{s}-{p}" for s in ("synthetic", "irc") for p in PAIRS} | set(QUALITY)
-        if wanted - known:
-            unknown, choices = ", ".join(sorted(wanted - known)), ", ".join(sorted(known))
-            ap.error(f"--only: unknown scenario(s) {unknown}; choose from {choices}")
-        plan = [(f"{src}-{p}", src, PAIRS[p]) for src in ("synthetic", "irc") for p in PAIRS if f"{src}-{p}" in wanted]
-        judged = [n for n in QUALITY if n in wanted]
     results: dict[str, dict[str, Any]] = {}
     before: dict[str, dict[str, Any]] = {}
     for name, source, pair in plan:
