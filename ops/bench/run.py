@@ -1,14 +1,21 @@
 """``make bench``: the numbers of SPEC §7, measured against real backends.
 
-    python -m ops.bench.run [--quick] [--out DIR] [--pairs falkordb,neo4j] [--no-irc]
+    python -m ops.bench.run [--quick] [--out DIR] [--pairs falkordb,neo4j] [--no-irc] [--no-quality]
                             [--days 30] [--per-day 2000] [--irc-days 30] [--llm-latency 0.25]
-                            [--profile] [--baseline DIR]
+                            [--profile] [--baseline DIR] [--only hard-cases,irc-quality]
 
 Scenarios, each in its own process (so peak RSS is per scenario and nothing leaks between them):
 
 - ``synthetic`` on FalkorDB + Chroma embedded and on Neo4j + Chroma server: ``generate.py``'s busy
   team, ``--days`` days of history + the measured day + the watchdog day, with quality on the gold;
-- ``irc`` on FalkorDB + Chroma embedded: the first ``--irc-days`` days of the Ubuntu IRC stream.
+- ``irc`` on FalkorDB + Chroma embedded: the first ``--irc-days`` days of the Ubuntu IRC stream;
+- ``hard-cases`` (``hard_cases.py``): judgement on the hand-written hard-case corpus
+  (``tests/data/hard_cases``), per gold class, for the offline provider and a lazy model over HTTP,
+  with recall's first result against a store-everything baseline;
+- ``irc-quality`` (``irc_quality.py``): judgement on the first ``--irc-quality-days`` days of the IRC
+  stream (patterns per 1,000 messages, questions and addressed replies, absorbed or retired, a sample).
+
+``--only NAME,…`` runs just those scenarios (e.g. ``--only hard-cases,irc-quality``).
 
 Prints the machine, the command, a table, and writes ``DIR/bench.json`` + ``DIR/bench.md``.
 ``--baseline DIR`` runs every scenario a second time with the package from DIR (e.g. a
@@ -142,6 +149,50 @@ def run_child(
     data["load_average"] = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]}
     print(f"   done in {took:.0f}s", flush=True)
     return data
+
+
+QUALITY = ("hard-cases", "irc-quality")
+
+
+def run_quality(name: str, a: argparse.Namespace, out: Path, pkg_root: Path | None) -> dict[str, Any]:
+    """One judgement scenario in its own process; its result JSON (or why it failed)."""
+    suffix = "-baseline" if pkg_root is not None else ""
+    work, result, md = out / "work" / (name + suffix), out / f"{name}{suffix}.json", out / f"{name}{suffix}.md"
+    result.unlink(missing_ok=True)
+    common = ["--work", str(work), "--json", str(result), "--md", str(md)]
+    if name == "hard-cases":
+        cmd = [sys.executable, "-m", "ops.bench.hard_cases", "--weeks", a.hard_weeks, "--providers", a.hard_providers]
+    else:
+        cmd = [sys.executable, "-m", "ops.bench.irc_quality", "--days", str(a.irc_quality_days)]
+        cmd += ["--irc-path", str(a.irc_path)]
+    cmd += common + (["--package-root", str(pkg_root)] if pkg_root is not None else [])
+    log = out / f"{name}{suffix}.log"
+    print(f"== {name}{suffix}", flush=True)
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, check=False)
+    took = time.perf_counter() - t0
+    if done.returncode != 0 or not result.is_file():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        print(f"   FAILED ({done.returncode}) after {took:.0f}s; log {log}:\n{tail}", flush=True)
+        return {"failed": True, "log": str(log), "returncode": done.returncode}
+    data: dict[str, Any] = json.loads(result.read_text())
+    data["elapsed_s"] = round(took, 1)
+    print(f"   done in {took:.0f}s", flush=True)
+    return data
+
+
+def quality_tables(quality: dict[str, dict[str, Any]], title: str = "") -> str:
+    from ops.bench import hard_cases, irc_quality
+
+    parts = []
+    for name, r in quality.items():
+        if r.get("failed"):
+            parts.append(f"### {name}{title}: FAILED (log {r.get('log')})")
+            continue
+        body = hard_cases.render(r) if name == "hard-cases" else irc_quality.render(r)
+        parts.append(f"### {name}{title}\n\n{body}")
+    return "\n\n".join(parts)
 
 
 def summary(r: dict[str, Any]) -> dict[str, Any]:
@@ -346,6 +397,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--irc-pairs", default="falkordb", help="backend pairs for the IRC stream")
     ap.add_argument("--no-irc", action="store_true")
     ap.add_argument("--no-watchdog", action="store_true")
+    ap.add_argument("--no-quality", action="store_true", help="leave out the hard-cases and irc-quality scenarios")
+    ap.add_argument(
+        "--only",
+        help="run only these scenarios, e.g. hard-cases,irc-quality "
+        "(of synthetic-falkordb, synthetic-neo4j, irc-falkordb, irc-neo4j, hard-cases, irc-quality)",
+    )
+    ap.add_argument("--hard-weeks", default="w01,w02,w03,w04,w05,w06,w07,w08", help="hard-case weeks to replay")
+    ap.add_argument("--hard-providers", default="offline,lazy", help="hard-case providers (offline, lazy)")
+    ap.add_argument("--irc-quality-days", type=int, default=5, help="IRC days of the irc-quality scenario")
     ap.add_argument("--days", type=int, default=30, help="history days before the measured night")
     ap.add_argument("--per-day", type=int, default=2000)
     ap.add_argument("--irc-days", type=int, default=30)
@@ -367,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.quick:
         a.days, a.per_day, a.irc_days = min(a.days, 4), min(a.per_day, 400), min(a.irc_days, 4)
+        a.hard_weeks, a.irc_quality_days = "w01,w04", min(a.irc_quality_days, 2)
         a.recall_queries, a.recall_rounds, a.llm_latency = (
             min(a.recall_queries, 20),
             min(a.recall_rounds, 2),
@@ -375,10 +436,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.scenario:
         return child(a)
     if a.tables_from is not None:  # re-render the tables of an earlier run's bench.json
-        results = json.loads(a.tables_from.read_text())["scenarios"]
-        print(table(results) + "\n\n" + sizes_table(results))
+        earlier = json.loads(a.tables_from.read_text())
+        results = earlier["scenarios"]
+        parts = [table(results) + "\n\n" + sizes_table(results)] if results else []
+        if earlier.get("quality"):
+            parts.append(quality_tables(earlier["quality"]))
+        print("\n\n".join(parts))
         return 0
 
+    wanted = {n.strip() for n in (a.only or "").split(",") if n.strip()}
+    known = {f"{s}-{p}" for s in ("synthetic", "irc") for p in PAIRS} | set(QUALITY)
+    if wanted - known:
+        unknown, choices = ", ".join(sorted(wanted - known)), ", ".join(sorted(known))
+        ap.error(f"--only: unknown scenario(s) {unknown}; choose from {choices}")
     a.out.mkdir(parents=True, exist_ok=True)
     info = machine()
     command = " ".join(shlex.quote(x) for x in ["python", "-m", "ops.bench.run", *(argv or sys.argv[1:])])
@@ -391,6 +461,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipping the IRC scenario: {a.irc_path} is not there (--irc-path)", flush=True)
     elif not a.no_irc:
         plan += [(f"irc-{p}", "irc", PAIRS[p]) for p in a.irc_pairs.split(",") if p]
+    judged = [] if a.no_quality else list(QUALITY)
+    if wanted:
+        plan = [(f"{src}-{p}", src, PAIRS[p]) for src in ("synthetic", "irc") for p in PAIRS if f"{src}-{p}" in wanted]
+        plan = [x for x in plan if x[1] != "irc" or a.irc_path.is_file()]
+        judged = [n for n in QUALITY if n in wanted]
+    if "irc-quality" in judged and not a.irc_path.is_file():
+        print(f"skipping the irc-quality scenario: {a.irc_path} is not there (--irc-path)", flush=True)
+        judged.remove("irc-quality")
     results: dict[str, dict[str, Any]] = {}
     before: dict[str, dict[str, Any]] = {}
     for name, source, pair in plan:
@@ -403,6 +481,12 @@ def main(argv: list[str] | None = None) -> int:
             r["summary"] = summary(r)
             r["verdicts"] = verdicts(r["summary"])
         results[name] = r
+    quality: dict[str, dict[str, Any]] = {}
+    quality_before: dict[str, dict[str, Any]] = {}
+    for name in judged:
+        if a.baseline is not None:
+            quality_before[name] = run_quality(name, a, a.out, a.baseline.resolve())
+        quality[name] = run_quality(name, a, a.out, None)
     report = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": info,
@@ -411,11 +495,16 @@ def main(argv: list[str] | None = None) -> int:
         "targets": TARGETS,
         "elapsed_s": round(time.perf_counter() - started, 1),
         "scenarios": results,
+        "quality": quality,
     }
-    if before:
-        report["baseline"] = {"tree": str(a.baseline), "scenarios": before}
+    if before or quality_before:
+        report["baseline"] = {"tree": str(a.baseline), "scenarios": before, "quality": quality_before}
         report["ratios_after_over_before"] = {n: ratios(results[n], before[n]) for n in results if n in before}
-    text = table(results)
+    text = (table(results) + "\n\n" + sizes_table(results)) if results else ""
+    if quality:
+        text += ("\n\n" if text else "") + quality_tables(quality)
+    if quality_before:
+        text += "\n\n" + quality_tables(quality_before, f" (baseline {a.baseline})")
     print()
     print(text)
     if before:
@@ -424,9 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {n}: " + ", ".join(f"{k} {v}" for k, v in rt.items()))
     print(f"\ntotal {report['elapsed_s']:.0f}s")
     (a.out / "bench.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (a.out / "bench.md").write_text(text + "\n\n" + sizes_table(results) + "\n")
+    (a.out / "bench.md").write_text(text + "\n")
     print(f"wrote {a.out / 'bench.json'} and {a.out / 'bench.md'}")
-    return 0 if all(not r.get("failed") for r in results.values()) else 1
+    ran = [*results.values(), *quality.values()]
+    return 0 if all(not r.get("failed") for r in ran) else 1
 
 
 def child(a: argparse.Namespace) -> int:
