@@ -13,13 +13,14 @@ import hashlib
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
 
+from taskzilla_sleep.beliefs import Slots, conflict, is_belief, union
 from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternStatus, Provenance
 
 Vector = Sequence[float]
@@ -104,14 +105,16 @@ def content_words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.casefold()) if w not in _ACK and not w.isdigit()]
 
 
-def is_learnable(ep: Episode) -> bool:
-    """Raw, human/bot/import provenance (never the bot's own drafts), and more than chatter."""
+def is_learnable(ep: Episode, people: Collection[str] = ()) -> bool:
+    """Raw, human/bot/import provenance (never the bot's own drafts), more than chatter, and a
+    statement of a belief (the gate in beliefs.py: no question, reply to one person, anecdote,
+    status update, one-off logistics or injection). ``people``: the team's authors, casefolded."""
     if ep.provenance is Provenance.AI_DRAFT:
         return False  # model-collapse guard (seed 002): never learn from our own drafts
     if ep.status is not EpisodeStatus.RAW or ep.pinned:
         return False
     # Short rules count ("Never deploy on Fridays"); chatter ("good morning all", "+1") does not.
-    return len(content_words(ep.text)) >= 2 and len(_WORD.findall(ep.text)) >= 3
+    return len(content_words(ep.text)) >= 2 and len(_WORD.findall(ep.text)) >= 3 and is_belief(ep.text, people)
 
 
 def distinct_texts(episodes: Sequence[Episode]) -> list[Episode]:
@@ -128,24 +131,42 @@ def distinct_texts(episodes: Sequence[Episode]) -> list[Episode]:
 
 # -- change and negation cues ----------------------------------------------------------------------
 
+_WHEN = r"(?:today|tomorrow|now|next \w+|this \w+|monday|tuesday|wednesday|thursday|friday|the \d+\w*|\w+ \d+\w*)"
 _CUES = [
     r"\bno longer\b",
     r"\bfrom now on\b",
+    r"\bgoing forward\b",
+    r"\b(?:from|starting|beginning|as of|effective) " + _WHEN,
+    r"\bfrom " + _WHEN + r" on\b",
     r"\binstead of\b",
+    r"\brather than\b",
     r"(?:\bnot\b|n't\b|\bno\b)[^.!?]{0,40}\banymore\b",
     r"\bno more\b",
-    r"\bswitch(?:ed|ing)? (?:to|over)\b",
-    r"\bmoved? (?:to|over to)\b",
-    r"\bstarting (?:today|tomorrow|next week|monday|now)\b",
+    r"\bswitch(?:ed|ing)? (?:to|over|from)\b",
+    r"\bmov(?:e|ed|ing) (?:to|over to|off|away from)\b",
+    r"\bmigrat(?:e|ed|ing) (?:to|off|away from)\b",
+    r"\breplac(?:e|ed|es|ing)\b",
+    r"\b(?:is|are|was|were|has been|have been|got|gets) (?:retired|deprecated|replaced|dropped|removed|gone|sunset|"
+    r"discontinued|changed|lowered|raised|reduced|increased|cut|moved)\b",
+    r"\b(?:dropped|lowered|raised|reduced|increased|cut|bumped|moved|changed|pushed) (?:it |them )?(?:to|from)\b",
     r"\bstop(?:ped)? (?:doing|using)\b",
     r"\bnow\b[^.!?]{0,30}\bnot\b",
+    r"\b(?:new|updated|changed) (?:rule|policy|process|limit|time|schedule)\b",
+    r"\bused to\b",
 ]
 _CUE_RE = [re.compile(c, re.IGNORECASE) for c in _CUES]
 
 
 def change_cues(text: str) -> list[str]:
     """The change/negation phrases in ``text`` ("from now on", "instead of", "not … anymore", …)."""
-    return [m.group(0) for rx in _CUE_RE for m in [rx.search(text)] if m]
+    found = sorted((m.start(), -m.end(), m.group(0)) for rx in _CUE_RE for m in [rx.search(text)] if m)
+    out: list[str] = []
+    end = -1
+    for start, neg_end, cue in found:  # overlapping matches of several cue patterns are one cue
+        if start >= end:
+            out.append(cue)
+            end = -neg_end
+    return out
 
 
 def is_change_statement(text: str) -> bool:
@@ -160,6 +181,17 @@ class Candidate:
     episode: Episode
     vector: Vector
     entities: frozenset[str]  # entity keys other than author and channel (projects, tools, tags, mentions)
+    slots: Slots = Slots()  # the values it states (beliefs.slots)
+
+
+# At or above this similarity two statements are about one topic closely enough that a polarity or a
+# named-thing difference is a reversal, not a paraphrase (below it, only value slots count).
+STRONG_SIMILARITY = 0.75
+
+
+def disagree(a: Slots, b: Slots, similarity: float) -> str | None:
+    """The slot two statements of one topic disagree on (see beliefs.conflict), judged at ``similarity``."""
+    return conflict(a, b, strong=similarity >= STRONG_SIMILARITY)
 
 
 @dataclass
@@ -191,7 +223,9 @@ def group_episodes(
     An episode joins the most similar existing group (cosine to the group's centroid, plus a bonus
     when it shares a project/tool/tag/mention with the group) if that score clears the threshold;
     otherwise it starts a group. Change statements ("from now on …") never share a group with
-    plain statements: a change of habit is a different belief, for reflect to weigh.
+    plain statements: a change of habit is a different belief, for reflect to weigh. Nor does a
+    statement join a group it disagrees with on a slot (another amount, time, weekday, tool, or the
+    opposite polarity, see ``disagree``): it goes to a group it agrees with, or starts its own.
     """
     ordered = sorted(candidates, key=lambda c: (c.episode.ts, c.episode.id))
     groups: list[Group] = []
@@ -200,6 +234,7 @@ def group_episodes(
     centroids = np.empty((0, 0), dtype=np.float64)
     change_flags = np.empty(0, dtype=bool)
     entity_sets: list[set[str]] = []
+    group_slots: list[Slots] = []
     for cand in ordered:
         v = _unit(np.asarray(cand.vector, dtype=np.float64))
         change = is_change_statement(cand.episode.text)
@@ -212,6 +247,8 @@ def group_episodes(
             for gi in _top_k(sims, 32):
                 if not np.isfinite(sims[gi]):
                     break
+                if disagree(cand.slots, group_slots[gi], float(sims[gi])):
+                    continue
                 score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
                 if score > best_score:
                     best, best_score = int(gi), score
@@ -221,6 +258,7 @@ def group_episodes(
             centroids[best] = _unit(centroids[best] * n + v)
             g.members.append(cand)
             entity_sets[best] |= cand.entities
+            group_slots[best] = union(group_slots[best], cand.slots)
         else:
             if n_groups == len(centroids):  # full: double the room
                 grown = np.empty((max(64, 2 * n_groups), v.shape[0]), dtype=np.float64)
@@ -232,6 +270,7 @@ def group_episodes(
             change_flags[n_groups] = change
             groups.append(Group([cand]))
             entity_sets.append(set(cand.entities))
+            group_slots.append(cand.slots)
     return [g for g in groups if len(g.members) >= min_size]
 
 

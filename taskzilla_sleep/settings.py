@@ -151,16 +151,18 @@ class PruneSettings(_Section):
 class DistillSettings(_Section):
     min_episodes: int = Field(default=3, ge=2)
     confidence_floor: float = Field(default=0.80, ge=0, le=1)
-    similarity_threshold: float = Field(default=0.60, ge=-1, le=1)
+    similarity_threshold: float = Field(default=0.55, ge=-1, le=1)
     match_threshold: float = Field(default=0.85, ge=-1, le=1)
     window_days: float = Field(default=7, gt=0)
     max_attempts: int = Field(default=3, ge=1)  # nights a group without a usable answer is asked
+    absorb_similarity: float = Field(default=0.5, ge=-1, le=1)  # evidence this close to the statement may be absorbed
 
 
 class ReflectSettings(_Section):
     stale_after_days: int = Field(default=90, ge=1)
     neighbours: int = Field(default=5, ge=1, le=100)
     max_attempts: int = Field(default=3, ge=1)  # reflects a comparison without a usable answer is asked
+    conflict_similarity: float = Field(default=0.6, ge=-1, le=1)  # one topic: a slot disagreement is a contradiction
     min_similarity: float = Field(default=0.35, ge=-1, le=1)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from taskzilla_sleep.beliefs import declarative, is_belief, slots
 from taskzilla_sleep.llm.base import (
     MAX_STATEMENT_CHARS,
     DistillRequest,
@@ -23,7 +24,7 @@ from taskzilla_sleep.llm.base import (
     validate_draft,
 )
 from taskzilla_sleep.models import PatternKind
-from taskzilla_sleep.policies import cohesion, content_words, is_change_statement, representative
+from taskzilla_sleep.policies import cohesion, content_words, disagree, is_change_statement, representative
 from taskzilla_sleep.stores.vector import Embedder
 
 _KIND_CUES: list[tuple[PatternKind, re.Pattern[str]]] = [
@@ -51,7 +52,9 @@ class OfflineProvider:
         return [self._distill(r) for r in requests]
 
     def _distill(self, req: DistillRequest) -> PatternDraft | Unanswered | None:
-        eps = [e for e in req.episodes if len(content_words(e.text)) >= 4]
+        # Only statements of a belief support one (short rules included: "no deploys on Fridays").
+        people = {e.author.casefold() for e in req.episodes}
+        eps = [e for e in req.episodes if len(content_words(e.text)) >= 2 and is_belief(e.text, people)]
         if len({e.id for e in eps}) < req.min_support:
             return None
         vectors = self._embedder.embed([e.text for e in eps])
@@ -59,7 +62,7 @@ class OfflineProvider:
         humans = [i for i, e in enumerate(eps) if e.provenance == "human"]
         pool = humans if humans else list(range(len(eps)))
         rep = eps[pool[representative([vectors[i] for i in pool])]]
-        statement = " ".join(rep.text.split())
+        statement = declarative(rep.text)  # a belief in declarative form, never a question
         if len(statement) > MAX_STATEMENT_CHARS:
             statement = statement[: MAX_STATEMENT_CHARS - 1].rstrip() + "…"
         authors = {e.author.casefold() for e in eps}
@@ -94,6 +97,9 @@ class OfflineProvider:
         old_change = is_change_statement(req.old.statement)
         if new_change != old_change and sim >= 0.45:
             return Verdict(relation="contradicts", reason=f"a change of habit (similarity {sim:.2f})")
+        slot = disagree(slots(req.new.statement), slots(req.old.statement), sim)
+        if slot and sim >= 0.6:
+            return Verdict(relation="contradicts", reason=f"they disagree on the {slot} (similarity {sim:.2f})")
         if sim >= 0.92:
             return Verdict(relation="same", reason=f"near-identical statements (similarity {sim:.2f})")
         if sim >= 0.75:

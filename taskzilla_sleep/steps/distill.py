@@ -31,8 +31,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import structlog
 
+from taskzilla_sleep.beliefs import Kind, Slots, is_belief, slots, statement_kind
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import (
@@ -45,8 +47,10 @@ from taskzilla_sleep.models import (
     to_ms,
 )
 from taskzilla_sleep.policies import (
+    STRONG_SIMILARITY,
     Candidate,
     Ledger,
+    disagree,
     distinct_texts,
     group_episodes,
     is_learnable,
@@ -98,6 +102,11 @@ class DistillPlan:
     pinned_matches: int = 0
     episodes_read: int = 0
     new_episodes: int = 0
+    non_beliefs: int = 0  # answers whose statement is not a belief (a question, a status …): not written
+    injections_blocked: int = 0  # answers whose statement reads as an order to the assistant / asks for secrets
+    support_dropped: int = 0  # supporting ids that disagree with the statement on a slot
+    too_little_support: int = 0  # answers left with fewer than distill.min_episodes supporting episodes
+    not_absorbed: int = 0  # evidence of an active pattern kept raw: it does not state the pattern closely
     failure: str | None = None  # no question got a usable answer: the step fails after applying
     resumed: bool = False  # finished from the journal of an interrupted run
 
@@ -148,6 +157,11 @@ class DistillPlan:
             "retry_groups": self.retry_groups,
             "given_up_groups": self.given_up_groups,
             "pinned_matches": self.pinned_matches,
+            "non_beliefs": self.non_beliefs,
+            "injections_blocked": self.injections_blocked,
+            "support_dropped": self.support_dropped,
+            "too_little_support": self.too_little_support,
+            "not_absorbed": self.not_absorbed,
         }
 
     def empty(self) -> bool:
@@ -191,7 +205,8 @@ def plan(ctx: StepContext) -> DistillPlan:
         late = ctx.graph.pending_raw_episodes(ctx.team, ctx.now - window, legacy)
         episodes = sorted({e.id: e for e in [*episodes, *late]}.values(), key=lambda e: (e.ts, e.id))
         is_new = lambda e: pending_for_night(e, legacy)  # noqa: E731
-    learnable = distinct_texts([e for e in episodes if is_learnable(e)])
+    people = frozenset(e.author.casefold() for e in episodes)
+    learnable = distinct_texts([e for e in episodes if is_learnable(e, people)])
     p.episodes_read = len(episodes)
     p.new_episodes = sum(1 for e in learnable if is_new(e))
 
@@ -209,6 +224,7 @@ def plan(ctx: StepContext) -> DistillPlan:
                 e,
                 vecs[e.id].tolist(),
                 frozenset(r["key"] for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")),
+                _slots_of(e, ents),
             )
             for e in learnable
             if e.id in vecs
@@ -247,7 +263,7 @@ def plan(ctx: StepContext) -> DistillPlan:
             else:
                 drafts.append((members, a))
     else:
-        ents = {}
+        ents, vecs = {}, {}
     p.skipped_groups = len(unanswered)
     if unanswered and not drafts:
         p.failure = (
@@ -260,14 +276,31 @@ def plan(ctx: StepContext) -> DistillPlan:
     working: dict[str, Pattern] = dict(live)
     changes: dict[str, PatternChange] = {}
     pvecs = ctx.vectors_of("patterns", list(live)) if drafts else {}
-    for members, draft in drafts:
-        if draft is None:
-            continue  # the model declined: nothing in this group is a belief
+    answered = [(m, d) for m, d in drafts if d is not None]  # None: the model declined
+    statement_vecs = _embed(ctx, [d.statement for _, d in answered])
+    for (members, draft), svec in zip(answered, statement_vecs, strict=True):
+        # The guards hold whatever the model answered: a statement that is not a belief is not
+        # written, and only episodes that state it (no slot disagreement) support it.
+        kind = statement_kind(draft.statement, people)
+        if kind is not Kind.BELIEF:
+            p.injections_blocked += kind is Kind.INJECTION
+            p.non_beliefs += kind is not Kind.INJECTION
+            log.info("distill_statement_refused", kind=kind.value, statement=one_line(draft.statement, 120))
+            continue
         by_id = {e.id: e for e in members}
-        support = sorted(set(draft.supporting_ids))
+        stated = slots(draft.statement, _names(members, ents))
+        support = sorted(
+            i
+            for i in set(draft.supporting_ids)
+            if not disagree(_slots_of(by_id[i], ents), stated, float(vecs[i] @ svec) if i in vecs else 0.0)
+        )
+        p.support_dropped += len(set(draft.supporting_ids)) - len(support)
+        if len(support) < s.min_episodes:
+            p.too_little_support += 1
+            continue
         for e in (by_id[i] for i in support):
             evidence_eps[e.id] = e
-        target = _match(ctx, draft, support, working, pvecs)
+        target = _match(ctx, draft, support, working, pvecs, svec, stated)
         if target is not None and target.pinned:
             p.pinned_matches += 1  # pinned facts are immune: never bumped, merged or rewritten
             continue
@@ -300,7 +333,7 @@ def plan(ctx: StepContext) -> DistillPlan:
             )
             working[pid] = new
             changes[pid] = PatternChange(new, "add", subject_keys, [], [])
-            pvecs[pid] = np.asarray(ctx.embedder.embed([new.statement])[0], dtype=np.float64)
+            pvecs[pid] = svec
         else:
             merged_ids = sorted(set(target.evidence_ids) | set(support))
             if merged_ids == sorted(target.evidence_ids) and target.llm_confidence == draft.confidence:
@@ -327,6 +360,7 @@ def plan(ctx: StepContext) -> DistillPlan:
 
     # Rescore every live, unpinned pattern from its ledger (the model's word is one input).
     floor = ctx.settings.distill.confidence_floor
+    states = _states_it(ctx, working, evidence_eps, pvecs, people)
     for pid, pat in sorted(working.items()):
         if pat.pinned:
             continue
@@ -343,11 +377,11 @@ def plan(ctx: StepContext) -> DistillPlan:
             }
         )
         absorbing = status is PatternStatus.ACTIVE
-        absorb = sorted(
-            i
-            for i in updated.evidence_ids
-            if absorbing and i in evidence_eps and evidence_eps[i].status is EpisodeStatus.RAW
-        )
+        raw = [i for i in updated.evidence_ids if i in evidence_eps and evidence_eps[i].status is EpisodeStatus.RAW]
+        # Absorbing is destructive (the text goes after the grace period): only what states it.
+        absorb = sorted(i for i in raw if absorbing and i in states.get(pid, ()))
+        if absorbing and pid in changes:
+            p.not_absorbed += len(raw) - len(absorb)
         unabsorb = (
             sorted(i for i, e in evidence_eps.items() if e.status is EpisodeStatus.ABSORBED and e.absorbed_by == pid)
             if status is not PatternStatus.ACTIVE and pat.status is PatternStatus.ACTIVE
@@ -455,25 +489,85 @@ def _match(
     support: Sequence[str],
     working: dict[str, Pattern],
     pvecs: dict[str, Any],
+    svec: npt.NDArray[np.float64],
+    stated: Slots,
 ) -> Pattern | None:
-    """An existing pattern this draft restates: evidence overlap ≥ half, or statement similarity ≥ match_threshold."""
+    """An existing pattern this draft restates: evidence overlap ≥ half, or statement similarity ≥
+    match_threshold — and never one it disagrees with on a slot (a changed value is a new belief,
+    for reflect to flag, not an evidence bump of the old one)."""
+
+    def agrees(pid: str) -> bool:
+        sim = float(pvecs[pid] @ svec) if pid in pvecs else 0.0
+        return not disagree(stated, slots(working[pid].statement), max(sim, STRONG_SIMILARITY))
+
     sup = set(support)
     best: tuple[float, str] | None = None
     for pid, pat in working.items():
         overlap = len(sup & set(pat.evidence_ids)) / max(1, len(sup))
-        if overlap >= 0.5:
+        if overlap >= 0.5 and agrees(pid):
             score = 2.0 + overlap
             if best is None or score > best[0]:
                 best = (score, pid)
     if best is None and pvecs:
-        q = np.asarray(ctx.embedder.embed([draft.statement])[0], dtype=np.float64)
         ids = [i for i in pvecs if i in working]
         if ids:
-            sims = np.stack([pvecs[i] for i in ids]) @ q
-            k = int(np.argmax(sims))
-            if float(sims[k]) >= ctx.settings.distill.match_threshold:
-                best = (float(sims[k]), ids[k])
+            sims = np.stack([pvecs[i] for i in ids]) @ svec
+            for k in np.argsort(-sims, kind="stable"):
+                if float(sims[k]) < ctx.settings.distill.match_threshold:
+                    break
+                if agrees(ids[k]):
+                    best = (float(sims[k]), ids[k])
+                    break
     return working[best[1]] if best else None
+
+
+def _states_it(
+    ctx: StepContext,
+    working: dict[str, Pattern],
+    evidence: dict[str, Episode],
+    pvecs: dict[str, Any],
+    people: frozenset[str],
+) -> dict[str, set[str]]:
+    """Per pattern, its raw evidence that states it: a belief statement (the gate), as close to the
+    pattern's statement as ``distill.absorb_similarity``, and disagreeing with it on no slot."""
+    raw = {
+        pid: [i for i in pat.evidence_ids if i in evidence and evidence[i].status is EpisodeStatus.RAW]
+        for pid, pat in working.items()
+        if not pat.pinned
+    }
+    raw = {pid: ids for pid, ids in raw.items() if ids}
+    if not raw:
+        return {}
+    evecs = ctx.vectors_of("episodes", sorted({i for ids in raw.values() for i in ids}))
+    missing = sorted(pid for pid in raw if pid not in pvecs)
+    svecs = dict(pvecs) | (ctx.vectors_of("patterns", missing) if missing else {})
+    floor = ctx.settings.distill.absorb_similarity
+    out: dict[str, set[str]] = {}
+    for pid, ids in raw.items():
+        if pid not in svecs:
+            continue
+        stated = slots(working[pid].statement)
+        out[pid] = set()
+        for i in ids:
+            if i not in evecs or not is_belief(evidence[i].text, people):
+                continue
+            sim = float(evecs[i] @ svecs[pid])
+            if sim >= floor and not disagree(slots(evidence[i].text), stated, sim):
+                out[pid].add(i)
+    return out
+
+
+def _names(members: Sequence[Episode], ents: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The named things a group's episodes link (mentions, tags, projects, tools): named slots."""
+    return sorted({r["name"] for e in members for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")})
+
+
+def _slots_of(e: Episode, ents: dict[str, list[dict[str, Any]]]) -> Slots:
+    return slots(e.text, _names([e], ents))
+
+
+def _embed(ctx: StepContext, texts: Sequence[str]) -> list[npt.NDArray[np.float64]]:
+    return [np.asarray(v, dtype=np.float64) for v in ctx.embedder.embed(list(texts))] if texts else []
 
 
 def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
@@ -584,7 +678,8 @@ def _from_journal(d: dict[str, Any]) -> DistillPlan:
         failure=d.get("failure"),
         resumed=True,
     )
-    for name in ("groups", "skipped_groups", "retry_groups", "given_up_groups", "pinned_matches"):
+    for name in ("groups", "skipped_groups", "retry_groups", "given_up_groups", "pinned_matches", "non_beliefs",
+                 "injections_blocked", "support_dropped", "too_little_support", "not_absorbed"):  # fmt: skip
         setattr(plan, name, int(counts.get(name, 0)))
     plan.episodes_read = int(counts.get("episodes_read", 0))
     plan.new_episodes = int(counts.get("new_episodes", 0))

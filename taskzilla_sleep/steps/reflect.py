@@ -19,6 +19,7 @@ from datetime import timedelta
 import numpy as np
 import structlog
 
+from taskzilla_sleep.beliefs import slots
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import PatternView, ReflectRequest, Unanswered, Verdict
 from taskzilla_sleep.models import (
@@ -31,7 +32,7 @@ from taskzilla_sleep.models import (
     from_ms,
     to_ms,
 )
-from taskzilla_sleep.policies import Ledger, contradiction_id, is_stale, ledger_confidence
+from taskzilla_sleep.policies import Ledger, contradiction_id, disagree, is_stale, ledger_confidence
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext, one_line
 
 log = structlog.get_logger(__name__)
@@ -56,6 +57,7 @@ class ReflectPlan:
     stale: list[Pattern] = field(default_factory=list)
     compared: int = 0
     unanswered: int = 0
+    guarded: int = 0  # pairs the slot guard made contradictions whatever the model answered
     given_up: int = 0  # patterns whose comparison got no usable answer in reflect.max_attempts reflects
     attempts: list[dict[str, object]] = field(default_factory=list)  # {"id", "set": {"reflect_attempts"}}
     failure: str | None = None  # no comparison got a usable answer: the step fails after applying
@@ -88,6 +90,7 @@ class ReflectPlan:
             "stale": len(self.stale),
             "unanswered": self.unanswered,
             "given_up": self.given_up,
+            "guarded": self.guarded,
         }
 
     def empty(self) -> bool:
@@ -149,13 +152,20 @@ def plan(ctx: StepContext) -> ReflectPlan:
     gone: set[str] = set()
     absorbed = {e.id: e for e in ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])}
     failed: set[str] = set()
-    for (new, old, _sim), why, verdict in zip(pairs, origin, verdicts, strict=True):
-        if isinstance(verdict, Unanswered):
+    for (new, old, sim), why, verdict in zip(pairs, origin, verdicts, strict=True):
+        slot = _guard(new, old, sim, ctx.settings.reflect.conflict_similarity)
+        if isinstance(verdict, Unanswered) and not slot:
             p.unanswered += 1
             failed.add(why)
             continue
         if new.id in gone or old.id in gone:
             continue
+        if slot and (isinstance(verdict, Unanswered) or verdict.relation != "contradicts"):
+            # A provider may add a conflict, never turn one the guard found into "same" or "compatible".
+            said = "no usable answer" if isinstance(verdict, Unanswered) else f"the model said {verdict.relation}"
+            verdict = Verdict(relation="contradicts", reason=f"the two statements disagree on the {slot} ({said})")
+            p.guarded += 1
+        assert not isinstance(verdict, Unanswered)
         _decide(ctx, p, new, old, verdict, gone, absorbed)
     for x in changed:
         attempts = x.reflect_attempts + 1 if x.id in failed else 0
@@ -218,6 +228,13 @@ def _decide(
             reason=verdict.reason[:300],
         )
         p.contradictions.append((c, old, new))
+
+
+def _guard(new: Pattern, old: Pattern, similarity: float, topic: float) -> str | None:
+    """The slot two beliefs of one topic disagree on (another value, tool, or the opposite polarity)."""
+    if similarity < topic or new.pinned and old.pinned:
+        return None
+    return disagree(slots(new.statement, new.subjects), slots(old.statement, old.subjects), similarity)
 
 
 def _after_counter(old: Pattern, new: Pattern) -> float:

@@ -245,7 +245,7 @@ def test_memory_index_and_topic_files(stack: Stack, tmp_path: Path) -> None:
     stack.night(NIGHT)
     s = stack.settings.memory_index.model_copy(update={"min_topic_patterns": 1})
     write_memory(tmp_path / "mem", TEAM, stack.graph.patterns(TEAM), s)
-    index = (tmp_path / "mem" / TEAM / "MEMORY.md").read_text().splitlines()[2:]
+    index = (tmp_path / "mem" / TEAM / "MEMORY.md").read_text().splitlines()[4:]  # title, preamble
     assert 3 <= len(index) <= 50 and all(len(line) <= 150 and "[-> " in line for line in index)
     assert index[0].startswith("fact: Martin Vos")
     topics = {p.stem for p in (tmp_path / "mem" / TEAM / "topics").glob("*.md")}
@@ -322,15 +322,16 @@ def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Sta
         assert result.ok
         return model.asked[before:]
 
-    deploys = ["the staging deploy of billing-api is running", "billing-api staging deploy is running now",
-               "deploy of billing-api to staging is running"]  # fmt: skip
-    backups = ["the nightly database backup finished fine", "database backup of tonight finished fine",
-               "the database nightly backup has finished"]  # fmt: skip
+    deploys = ["billing-api deploys to staging always go through the release checklist",
+               "we run the release checklist for every billing-api deploy to staging",
+               "every billing-api staging deploy goes through the release checklist"]  # fmt: skip
+    backups = ["we keep the nightly database backups for thirty days", "nightly database backups are kept thirty days",
+               "the team keeps every nightly database backup for thirty days"]  # fmt: skip
     a = ingest(t0, deploys)
     assert watchdog(t0 + timedelta(minutes=1)) == [a]  # the first watchdog run: everything is new
     b = ingest(t0 + timedelta(minutes=40), backups)
     # The deploy group is still in the 2 h lookback but nothing joined it: only the backups are asked.
     assert watchdog(t0 + timedelta(minutes=41)) == [b]
-    a2 = ingest(t0 + timedelta(minutes=80), ["billing-api deploy to staging is running again"])
+    a2 = ingest(t0 + timedelta(minutes=80), ["the release checklist applies to every billing-api staging deploy"])
     asked = watchdog(t0 + timedelta(minutes=81))
     assert asked == [a | a2]  # the deploy group gained a message: asked again, with all of it
