@@ -206,8 +206,13 @@ def create_app(deps: ApiDeps) -> FastAPI:
         entity: str | None = None,
         team: Annotated[str | None, Query(pattern=TEAM_RE)] = None,
         k: Annotated[int, Query(ge=1, le=50)] = 5,
+        include_drafts: bool = False,
     ) -> list[RecallItem]:
-        return recall(deps.graph, deps.vectors, q, deps.clock(), teams=[team] if team else None, entity=entity, k=k)
+        """Beliefs first; the bot's own drafts only with include_drafts (and then labelled draft)."""
+        teams = [team] if team else None
+        return recall(
+            deps.graph, deps.vectors, q, deps.clock(), teams=teams, entity=entity, k=k, include_drafts=include_drafts
+        )
 
     @app.get("/contradictions", response_model=list[ContradictionView])
     def get_contradictions(status: Literal["open", "resolved"] = "open") -> list[ContradictionView]:

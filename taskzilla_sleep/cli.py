@@ -90,6 +90,7 @@ def make_parser() -> argparse.ArgumentParser:
     rec.add_argument("--entity", help="only beliefs about this person/channel/project")
     rec.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     rec.add_argument("-k", type=int, default=5, help="how many items (default 5)")
+    rec.add_argument("--include-drafts", action="store_true", help="also the bot's own drafts (labelled draft)")
     rec.add_argument("--now", type=_iso, help="the clock recorded as access time")
     rec.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -469,7 +470,16 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     if args.k < 1:
         raise UsageError("-k must be at least 1")
     with build(settings, secrets) as s:
-        items = recall(s.graph, s.vectors, args.query, _now(args), teams=args.team, entity=args.entity, k=args.k)
+        items = recall(
+            s.graph,
+            s.vectors,
+            args.query,
+            _now(args),
+            teams=args.team,
+            entity=args.entity,
+            k=args.k,
+            include_drafts=args.include_drafts,
+        )
     text = "\n".join(i.render() for i in items) or "(nothing recalled)"
     _emit(args, [i.model_dump(mode="json") for i in items], text)
     return 0

@@ -1,5 +1,10 @@
 """What the bot gets back for a query: pinned facts first, then patterns, raw episodes only as fallback.
 
+The bot's own drafts (``ai-draft`` episodes) are never memory: left out unless asked for, and then
+labelled. Nor is a message the injection lint flags (an order to the assistant, a role marker, a
+secret): it stays in the store, but the bot never gets it back. A contested belief is never shown
+alone: the belief it contradicts comes right after it, both with the contradiction's id, so the bot
+can say that the team has not settled it.
 Every recall marks what it returned as accessed (prune reads that: a recalled episode is not stale).
 """
 
@@ -11,7 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, PatternStatus, normalize_name
+from taskzilla_sleep.beliefs import injection
+from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, PatternStatus, Provenance, normalize_name
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import VectorStore
@@ -32,11 +38,15 @@ class RecallItem(BaseModel):
     status: str | None = None
     contested: bool = False
     evidence: int | None = None
+    contradiction_id: str | None = None  # a contested belief: the open contradiction it is part of
+    draft: bool = False  # an ai-draft episode (only with include_drafts)
 
     def render(self) -> str:
         if self.kind == "episode":
-            return f"[episode {self.similarity:.2f}] {self.text}"
-        flags = " CONTESTED" if self.contested else ""
+            return f"[{'draft' if self.draft else 'episode'} {self.similarity:.2f}] {self.text}"
+        flags = ""
+        if self.contested:
+            flags = f" CONTESTED, see {self.contradiction_id}" if self.contradiction_id else " CONTESTED"
         label = (
             "fact, pinned" if self.kind == "fact" else f"{self.status} {self.confidence:.2f}, {self.evidence} episodes"
         )
@@ -51,6 +61,7 @@ def recall(
     teams: Sequence[str] | None = None,
     entity: str | None = None,
     k: int = 5,
+    include_drafts: bool = False,
 ) -> list[RecallItem]:
     ent = normalize_name(entity) if entity else None
     items: list[RecallItem] = []
@@ -91,6 +102,11 @@ def recall(
                 e = eps.get(h.id)
                 if e is None or e.status not in EPISODE_LIVE:
                     continue
+                draft = e.provenance is Provenance.AI_DRAFT
+                if draft and not include_drafts:
+                    continue  # the bot's own drafts are not the team's memory
+                if injection(e.text) is not None:
+                    continue  # chat is data: an order to the assistant, or a secret, is never handed to the bot
                 if (
                     ent
                     and ent not in (normalize_name(e.author), normalize_name(e.channel))
@@ -98,11 +114,54 @@ def recall(
                 ):
                     continue
                 items.append(
-                    RecallItem(kind="episode", id=e.id, team=team, text=e.text, similarity=round(h.similarity, 4))
+                    RecallItem(
+                        kind="episode", id=e.id, team=team, text=e.text, similarity=round(h.similarity, 4), draft=draft
+                    )
                 )
         pats_part = [i for i in items if i.kind != "episode"]
         eps_part = sorted((i for i in items if i.kind == "episode"), key=lambda i: (-i.similarity, i.id))
-        items = pats_part + eps_part[: k - good]
+        items = pats_part + eps_part[: max(0, min(k - good, k - len(pats_part)))]
+    items = _with_counterparts(graph, items)
     graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
     settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
     return items
+
+
+def _with_counterparts(graph: CypherGraphStore, items: list[RecallItem]) -> list[RecallItem]:
+    """Each contested belief followed by the one it contradicts (fetched if the query did not find it)."""
+    contested = [i for i in items if i.contested]
+    if not contested:
+        return items
+    teams = sorted({i.team for i in contested})
+    open_ = [c for t in teams for c in graph.contradictions(t, "open")]
+    other: dict[str, tuple[str, str]] = {}  # pattern id -> (the other belief, contradiction id)
+    for c in open_:
+        other.setdefault(c.old_pattern_id, (c.new_pattern_id, c.id))
+        other.setdefault(c.new_pattern_id, (c.old_pattern_id, c.id))
+    wanted = [other[i.id][0] for i in contested if i.id in other]
+    cards = graph.pattern_cards(wanted) if wanted else {}
+    out: list[RecallItem] = []
+    for item in items:
+        if any(o.id == item.id for o in out):
+            continue  # already shown as the counterpart of an earlier one
+        pair = other.get(item.id) if item.contested else None
+        out.append(item.model_copy(update={"contradiction_id": pair[1]}) if pair else item)
+        if pair is None:
+            continue
+        mate = next((i for i in items if i.id == pair[0]), None)
+        if mate is None and pair[0] in cards:
+            p = cards[pair[0]]
+            mate = RecallItem(
+                kind="fact" if p.pinned else "pattern",
+                id=p.id,
+                team=item.team,
+                text=p.statement,
+                similarity=0.0,
+                confidence=p.confidence,
+                status=p.status.value,
+                contested=p.status is PatternStatus.CONTESTED,
+                evidence=p.support_count,
+            )
+        if mate is not None and not any(o.id == mate.id for o in out):
+            out.append(mate.model_copy(update={"contradiction_id": pair[1]}))
+    return out
