@@ -133,6 +133,8 @@ _IMPERATIVE = re.compile(
 _HABITUAL = re.compile(
     r"\b(always|never|every|each|whenever|usually|normally|generally|by default|from now on|going forward|"
     r"from (today|tomorrow|monday|tuesday|wednesday|thursday|friday|next|this) on|starting|as of|anymore|"
+    r"(from|since|starting|beginning) (today|tomorrow|now|monday|tuesday|wednesday|thursday|friday|"
+    r"(this|next) (week|month|sprint|release|quarter))|"
     r"no longer|rule|policy)\b|\b(mon|tues|wednes|thurs|fri|satur|sun)days\b|\bweekly|daily|nightly|monthly\b",
     re.I,
 )
@@ -141,7 +143,7 @@ _HABITUAL = re.compile(
 # a reminder, or a present state ("that's the day now", "it is 40 now").
 _GENERIC = re.compile(
     r"\b(needs?|needed|requires?|required|usual|usually|reminder|remember|at least|at most|up to|no later than|"
-    r"maximum|minimum|max|min|only if|unless|goes (to|through|into|in|here|before|after|first)|"
+    r"maximum|minimum|max|min|only if|unless|(go|goes) (to|through|into|in|here|before|after|first)|"
     r"(above|below|over|under|more than|less than|within) (\d|[$€£]))|\s=\s|"
     r"\bgets? \w+ed\b|\b(the )?same day\b|\b(is|are|'s)\b[^.!?]{0,40}\bnow\b|\bnow\b[^.!?]{0,20}\b(is|are)\b|"
     r"\b(is|are|happens|starts|runs|closes|opens)\s+"
@@ -176,7 +178,14 @@ _QUESTION_START = re.compile(
     r"any ideas|has anyone|have you|is anyone|isn't|aren't|wondering|quick question|question)\b",
     re.I,
 )
-_ADDRESS = re.compile(r"^\s*@?([A-Za-z0-9_][\w.\-|`^\[\]{}]{0,30})\s*[:,]\s*\S")
+_ANNOUNCES_CHANGE = re.compile(
+    r"\b(from now on|going forward|now|starting|as of|instead of|no longer|anymore|switched|moved|changed|replaced|"
+    r"updated|is gone|are gone)\b",
+    re.I,
+)
+_FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'll|i'd|me|my|mine|myself)\b(?!['’-])", re.I)
+_ADVICE = re.compile(r"\byou\b[^.!?]{0,20}\b(can|could|might|may|need to|needs to|have to|should|must|will|'ll)\b", re.I)
+_ADDRESS = re.compile(r"^\s*@?([\w|`^\[\]{}\\-][\w.\-|`^\[\]{}\\]{0,30})\s*[:,]\s*\S")  # IRC nicks too: |trey|
 _LEAD_MENTION = re.compile(r"^\s*@([\w.\-]+)")
 _NOT_A_NAME = {"note", "reminder", "psa", "fyi", "rule", "update", "heads up", "tip", "important", "ps", "nb", "btw"}
 
@@ -212,10 +221,19 @@ def statement_kind(text: str, people: Collection[str] = ()) -> Kind:
         return Kind.QUESTION
     body = " ".join(stated)
     team = _TEAM.search(body) is not None or any(_IMPERATIVE.search(x) for x in stated)
-    if _PERSONAL.search(body) and not _COLLECTIVE.search(body) and not any(_IMPERATIVE.match(x) for x in stated):
-        # "I always use it at work", "I never got asked for one": about the writer, however
-        # habitual it sounds; "I think we should always pair" speaks for the team.
+    speaks_for_team = (
+        _COLLECTIVE.search(body) is not None
+        or _ANNOUNCES_CHANGE.search(body) is not None  # "I changed the macro, now it sends 3 reminders"
+        or any(_IMPERATIVE.match(x) for x in stated)
+    )
+    about_me = _PERSONAL.search(body) is not None or all(_FIRST_PERSON.search(x) for x in stated)
+    if about_me and not speaks_for_team:
+        # "I always use it at work", "if I can get wine to run it I wouldn't need windows": about
+        # the writer, however habitual it sounds; "I think we should always pair" speaks for the team.
         return Kind.PERSONAL
+    if _ADVICE.search(body) and not speaks_for_team:
+        # "if that annoys you, you can do sudo -s": advice to the person who asked, not a rule of the team.
+        return Kind.ADDRESSED
     if _STATUS.search(stated[0]) and not team and not _HABITUAL.search(body):
         return Kind.STATUS
     if _ONE_OFF.search(body) and not _HABITUAL.search(body) and not team:

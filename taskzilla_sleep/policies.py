@@ -189,6 +189,14 @@ class Candidate:
 STRONG_SIMILARITY = 0.75
 
 
+def same_value(a: Slots, b: Slots) -> bool:
+    """Both name a value of one kind (amount, count, duration, time, weekday, date), share it, and
+    disagree on none."""
+    va, vb = a.values(), b.values()
+    shared = any(va[k] & vb[k] for k in ("amount", "count", "duration", "time", "weekday", "date"))
+    return shared and conflict(a, b, strong=False) is None
+
+
 def disagree(a: Slots, b: Slots, similarity: float) -> str | None:
     """The slot two statements of one topic disagree on (see beliefs.conflict), judged at ``similarity``."""
     return conflict(a, b, strong=similarity >= STRONG_SIMILARITY)
@@ -242,8 +250,12 @@ def group_episodes(
         n_groups = len(groups)
         if n_groups:
             sims = centroids[:n_groups] @ v
-            # Only groups of the same kind (change vs plain) compete, before the top-k cut.
-            sims[change_flags[:n_groups] != change] = -np.inf
+            # Only groups of the same kind (change vs plain) compete, before the top-k cut — unless the
+            # two name the same value ("3 reminders" said with and without "from this week"): then
+            # they state one belief whatever the wording.
+            other = np.nonzero((change_flags[:n_groups] != change) & (sims >= similarity_threshold - entity_bonus))[0]
+            keep = {int(gi) for gi in other if same_value(cand.slots, group_slots[int(gi)])}
+            sims[[gi for gi in np.nonzero(change_flags[:n_groups] != change)[0] if int(gi) not in keep]] = -np.inf
             for gi in _top_k(sims, 32):
                 if not np.isfinite(sims[gi]):
                     break

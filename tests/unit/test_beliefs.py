@@ -178,7 +178,24 @@ def test_keyed_values_disagree_only_on_one_key() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["I always use vim at work, never nano.", "i never got an invite for the retro", "my laptop must be replaced"],
+    ["I always use vim at work, never nano.", "i never got an invite for the retro", "my laptop must be repaired first"],
 )
 def test_a_first_person_habit_is_about_the_writer_not_the_team(text: str) -> None:
     assert statement_kind(text, PEOPLE) is Kind.PERSONAL
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "if I can get the old driver to build, I won't need the vendor kernel",  # first person, all through
+        "you can always run it with sudo -s if that annoys you",  # advice to whoever asked
+        "|nick|: should have used the other mirror",  # an IRC nick with its decorations
+    ],
+)
+def test_first_person_talk_and_advice_to_one_person_are_not_team_beliefs(text: str) -> None:
+    assert statement_kind(text, PEOPLE | {"|nick|"}) is not Kind.BELIEF
+
+
+def test_a_side_remark_in_the_first_person_does_not_hide_the_rule() -> None:
+    assert statement_kind("Escalations go to the billing desk. I've told the new people.", PEOPLE) is Kind.BELIEF
+    assert statement_kind("I changed the macro, now it sends 3 reminders before closing", PEOPLE) is Kind.BELIEF
