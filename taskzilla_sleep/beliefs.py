@@ -184,7 +184,9 @@ _ANNOUNCES_CHANGE = re.compile(
     re.I,
 )
 _FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'll|i'd|me|my|mine|myself)\b(?!['’-])", re.I)
-_ADVICE = re.compile(r"\byou\b[^.!?]{0,20}\b(can|could|might|may|need to|needs to|have to|should|must|will|'ll)\b", re.I)
+_ADVICE = re.compile(
+    r"\byou\b[^.!?]{0,20}\b(can|could|might|may|need to|needs to|have to|should|must|will|'ll)\b", re.I
+)
 _ADDRESS = re.compile(r"^\s*@?([\w|`^\[\]{}\\-][\w.\-|`^\[\]{}\\]{0,30})\s*[:,]\s*\S")  # IRC nicks too: |trey|
 _LEAD_MENTION = re.compile(r"^\s*@([\w.\-]+)")
 _NOT_A_NAME = {"note", "reminder", "psa", "fyi", "rule", "update", "heads up", "tip", "important", "ps", "nb", "btw"}

@@ -178,7 +178,11 @@ def test_keyed_values_disagree_only_on_one_key() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["I always use vim at work, never nano.", "i never got an invite for the retro", "my laptop must be repaired first"],
+    [
+        "I always use vim at work, never nano.",
+        "i never got an invite for the retro",
+        "my laptop must be repaired first",
+    ],
 )
 def test_a_first_person_habit_is_about_the_writer_not_the_team(text: str) -> None:
     assert statement_kind(text, PEOPLE) is Kind.PERSONAL
