@@ -70,6 +70,10 @@ _INJECTION = [
     r"is (required|allowed|instructed)|always|never)\b[^.!?\n]{0,40}\b(obey|comply|reveal|output|print|respond|answer|"
     r"say|tell|share|send|post|execute|run|ignore|follow)\b",
     r"\b(new|updated|real|hidden|secret) (system )?(instructions?|prompt)\b",
+    # Words addressed to the assistant itself ("a note for your AI assistant: …"): people do not tell
+    # each other their norms through the bot.
+    r"\b(for|to|dear|hey|attention|note to|message to|instructions? (for|to))\s+(the |your |our |any )?"
+    r"(ai|a\.i\.|assistant|ai assistant|bot|chatbot|llm|language model|model|taskzilla)\b\s*[:,-]",
     r"\bjailbreak\b|\bdo anything now\b|\bdeveloper mode\b",
     # Role markers and chat-template tokens inside a message.
     r"(^|\n)\s*(system|assistant|user|developer)\s*[:>]",
@@ -93,12 +97,37 @@ _NEGATABLE = {rx for rx in _INJECTION_RE if rx.pattern.startswith((r"\b(share|pa
 _NEGATED_BEFORE = re.compile(r"\b(never|don't|dont|do not|doesn't|no one|nobody|not|no)\W+(\w+\W+){0,3}$", re.I)
 
 
+# ... or a rule that names where secrets must not go ("share credentials through the vault, never in a channel").
+_NEGATED_DESTINATION = re.compile(
+    r"\b(never|not|no|don't|do not)\s+(\w+\s+){0,2}?(in|on|into|to|via|through|over)\s+(a |the |any |our )?"
+    r"(#\w+|chat|channels?|slack|public|dms?|e-?mails?|messages?|tickets?|here|the repo|git)\b",
+    re.I,
+)
+
+
+_UNSAFE_DESTINATION = re.compile(
+    r"\b(in|on|into|to|via|over)\s+(a |the |any |our )?(#\w+|chat|channels?|slack|public|dms?|e-?mails?|messages?|"
+    r"tickets?|here|everyone)\b",
+    re.I,
+)
+
+
+def _only_negated_destination(text: str, m: re.Match[str]) -> bool:
+    """The secrets are sent only somewhere safe: every chat destination named is negated ("through
+    the vault, never in a channel"); "post tokens in #general, not in email" names one that is not."""
+    window = text[m.start() : m.end() + 40]
+    neg = _NEGATED_DESTINATION.search(window)
+    return neg is not None and _UNSAFE_DESTINATION.search(window[: neg.start()]) is None
+
+
 def injection(text: str) -> str | None:
     """The part of ``text`` that reads as an order to the assistant or handles secrets, or None."""
     for rx in _INJECTION_RE:
         for m in rx.finditer(text):
-            if rx in _NEGATABLE and _NEGATED_BEFORE.search(text[max(0, m.start() - 30) : m.start()]):
-                continue
+            if rx in _NEGATABLE and (
+                _NEGATED_BEFORE.search(text[max(0, m.start() - 30) : m.start()]) or _only_negated_destination(text, m)
+            ):
+                continue  # "never share passwords in chat", "keys go in the vault, not in Slack"
             return m.group(0).strip()
     return None
 
@@ -111,7 +140,9 @@ _TEAM = re.compile(
     r"always|never|must|mustn't|should|shouldn't|shall|need to|needs to|have to|has to|required?|mandatory|"
     r"allowed|not allowed|forbidden|rule|rules|policy|convention|norm|please|pls|plz|don't|do not|dont|"
     r"every|each|whenever|by default|default|only|nothing|everything|"
-    r"no \w+ (on|in|after|before|without|until|during))\b",
+    r"no \w+( \w+){0,2} (on|in|after|before|without|until|during|over|outside|unless))\b|"
+    # A prohibition at the start of a clause: "It's Friday, so no production rollouts".
+    r"(^|[:;,.!]\s*|\bso\s+)(no|never) (?!idea|worries|problem|clue|way|thanks|luck|rush|stress)\w+",
     re.I,
 )
 # Who a first-person message speaks for when it states a rule: the team, not the writer alone.
@@ -123,7 +154,7 @@ _COLLECTIVE = re.compile(
 # An instruction to the team, at the start of a sentence or clause ("Standup is async: post your update
 # …"): the imperative is a rule's usual form.
 _IMPERATIVE = re.compile(
-    r"(^|[:;—–]\s*|\bplease\s+)(keep|use|run|post|write|put|ask|add|tag|ping|open|merge|squash|rebase|deploy|check|"
+    r"(^|[:;—–,]\s*|\bplease\s+|\bthen\s+)(keep|use|run|post|park|drop|hand|ship|write|put|ask|add|tag|ping|open|merge|squash|rebase|deploy|check|"
     r"update|book|file|send|review|test|wait|make|follow|avoid|include|link|mention|label|assign|close|document|"
     r"record|announce|notify|respond|submit|get|let|go|be|split|start|finish|attach|cc|loop in|escalate|double-check|"
     r"confirm|note|remember|try to|aim for|stick to|prefer|skip|never|always|don't|do not)\b",
@@ -144,7 +175,8 @@ _HABITUAL = re.compile(
 _GENERIC = re.compile(
     r"\b(needs?|needed|requires?|required|usual|usually|reminder|remember|at least|at most|up to|no later than|"
     r"maximum|minimum|max|min|only if|unless|(go|goes) (to|through|into|in|here|before|after|first)|"
-    r"(above|below|over|under|more than|less than|within) (\d|[$€£]))|\s=\s|"
+    r"(above|below|over|under|more than|less than|within|in the first) (\d|[$€£]|(a|an|one|two|three|four|five|six|"
+    r"seven|eight|nine|ten|twelve|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred)\b))|\s=\s|"
     r"\bgets? \w+ed\b|\b(the )?same day\b|\b(is|are|'s)\b[^.!?]{0,40}\bnow\b|\bnow\b[^.!?]{0,20}\b(is|are)\b|"
     r"\b(is|are|happens|starts|runs|closes|opens)\s+"
     r"(at \d|(on )?(mon|tues|wednes|thurs|fri|satur|sun)days?\b|every|each|due|daily|weekly)",
@@ -196,7 +228,13 @@ def _is_question(s: str) -> bool:
     t = s.rstrip(" )]\"'")
     if t.endswith("?"):
         return True
-    return t[-1:] not in ".!" and _QUESTION_START.match(t) is not None and not _TEAM.search(t)
+    # "when you cut a release, tag it": a conditional rule, not a question without its mark.
+    return (
+        t[-1:] not in ".!"
+        and _QUESTION_START.match(t) is not None
+        and not _TEAM.search(t)
+        and not _IMPERATIVE.search(t)
+    )
 
 
 def statement_kind(text: str, people: Collection[str] = ()) -> Kind:
