@@ -134,6 +134,19 @@ def run_child(
     log = out / f"{name}.log"
     print(f"== {name}: {source} on {pair}{' (baseline ' + str(pkg_root) + ')' if pkg_root else ''}", flush=True)
     load_before = os.getloadavg()
+    data = _child(cmd, log, result)
+    if not data.get("failed"):
+        # Other work on the machine shows here (each scenario alone keeps about 1-2 cores busy).
+        load_after = os.getloadavg()
+        data["load_average"] = {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in load_after],
+        }
+    return data
+
+
+def _child(cmd: list[str], log: Path, result: Path) -> dict[str, Any]:
+    """Run one scenario's process with its output in ``log``; its result JSON (or why it failed)."""
     t0 = time.perf_counter()
     with log.open("w") as f:
         done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, check=False)
@@ -144,9 +157,6 @@ def run_child(
         return {"failed": True, "log": str(log), "returncode": done.returncode}
     data: dict[str, Any] = json.loads(result.read_text())
     data["elapsed_s"] = round(took, 1)
-    # Other work on the machine shows here (each scenario alone keeps about 1-2 cores busy).
-    load_after = os.getloadavg()
-    data["load_average"] = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]}
     print(f"   done in {took:.0f}s", flush=True)
     return data
 
@@ -168,18 +178,7 @@ def run_quality(name: str, a: argparse.Namespace, out: Path, pkg_root: Path | No
     cmd += common + (["--package-root", str(pkg_root)] if pkg_root is not None else [])
     log = out / f"{name}{suffix}.log"
     print(f"== {name}{suffix}", flush=True)
-    t0 = time.perf_counter()
-    with log.open("w") as f:
-        done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, check=False)
-    took = time.perf_counter() - t0
-    if done.returncode != 0 or not result.is_file():
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-        print(f"   FAILED ({done.returncode}) after {took:.0f}s; log {log}:\n{tail}", flush=True)
-        return {"failed": True, "log": str(log), "returncode": done.returncode}
-    data: dict[str, Any] = json.loads(result.read_text())
-    data["elapsed_s"] = round(took, 1)
-    print(f"   done in {took:.0f}s", flush=True)
-    return data
+    return _child(cmd, log, result)
 
 
 def quality_tables(quality: dict[str, dict[str, Any]], title: str = "") -> str:
