@@ -404,6 +404,7 @@ def _num(raw: str) -> float | None:
 # exceptions" states the rule with emphasis, "don't forget to post it" is an order to post it.
 _NOT_A_NEGATION = re.compile(
     r"\b(no exceptions?|no excuses?|no matter\b[^,.;!?]*|not only|not just|(don't|dont|do not|never) forget( to)?|"
+    r"(is|are|isn't|aren't)? ?not (enough|sufficient)|isn't enough|aren't enough|"
     r"no doubt|no problem|no worries|(whether|if) or not|or not|if not|not sure)\b",
     re.I,
 )
@@ -436,10 +437,24 @@ def _strip_replaced(text: str) -> str:
     return out
 
 
+# A requirement said with a negation is not a reversal: "no migration without a backup" (a double
+# negative), "always staging first, never straight to prod" (the rule and the forbidden shortcut).
+_DOUBLE_NEGATIVE = re.compile(
+    r"\b(no|not|never|nothing|nobody|don't|do not)\b[^.;!?]{0,50}\b(without|unless|until|except|before)\b", re.I
+)
+_AFFIRMED = re.compile(r"\b(always|every|each|must|first)\b", re.I)
+
+
+def _negated(text: str) -> bool:
+    if _NEGATION.search(text) is None:
+        return False
+    return not (_DOUBLE_NEGATIVE.search(text) or _AFFIRMED.search(text))
+
+
 def slots(text: str, names: Iterable[str] = ()) -> Slots:
     """The slots ``text`` commits to. ``names``: known named things (people, tools, projects, tags)."""
     raw = _CODE.sub(" ", _URL.sub(" ", text))
-    negated = _NEGATION.search(_strip_replaced(raw)) is not None
+    negated = _negated(_strip_replaced(raw))
     t = _strip_replaced(raw)
     low = t.casefold()
     amount: set[tuple[str, float]] = set()
