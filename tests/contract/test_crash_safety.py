@@ -92,7 +92,9 @@ def test_sigkill_in_a_busy_distill_then_rerun_equals_an_uninterrupted_run(
     stack_env: dict[str, str], tmp_path: Path
 ) -> None:
     expected = _matrix(stack_env, tmp_path, BUSY_POINTS, "--busy")
-    assert [n["labels"][0] for n in expected["graph"]["nodes"]].count("Pattern") >= 30
+    # The kill at the 10th pattern write is in the middle of the night's writes (the belief gate
+    # leaves about 19 patterns in this week).
+    assert [n["labels"][0] for n in expected["graph"]["nodes"]].count("Pattern") >= 15
 
 
 def _matrix(stack_env: dict[str, str], tmp_path: Path, points: list[str], *flags: str) -> dict[str, Any]:
