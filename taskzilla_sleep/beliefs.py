@@ -22,6 +22,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 
 class Kind(StrEnum):
@@ -134,21 +135,21 @@ def injection(text: str) -> str | None:
 
 # -- the belief gate -------------------------------------------------------------------------------
 
+# Who a first-person message speaks for when it states a rule: the team, not the writer alone.
+_COLLECTIVE_WORDS = (
+    r"we|we're|we've|we'll|our|us|everyone|everybody|every ?one|nobody|no one|anyone who|all of us|the team|team|"
+    r"rule|rules|policy|convention|norm"
+)
+_COLLECTIVE = re.compile(rf"\b({_COLLECTIVE_WORDS})\b", re.I)
 # A team marker: the statement is about the team or is a rule, not about the writer alone.
 _TEAM = re.compile(
-    r"\b(we|we're|we've|we'll|our|us|everyone|everybody|every ?one|nobody|no one|anyone who|all of us|the team|team|"
+    rf"\b({_COLLECTIVE_WORDS}|"
     r"always|never|must|mustn't|should|shouldn't|shall|need to|needs to|have to|has to|required?|mandatory|"
-    r"allowed|not allowed|forbidden|rule|rules|policy|convention|norm|please|pls|plz|don't|do not|dont|"
+    r"allowed|not allowed|forbidden|please|pls|plz|don't|do not|dont|"
     r"every|each|whenever|by default|default|only|nothing|everything|"
     r"no \w+( \w+){0,2} (on|in|after|before|without|until|during|over|outside|unless))\b|"
     # A prohibition at the start of a clause: "It's Friday, so no production rollouts".
     r"(^|[:;,.!]\s*|\bso\s+)(no|never) (?!idea|worries|problem|clue|way|thanks|luck|rush|stress)\w+",
-    re.I,
-)
-# Who a first-person message speaks for when it states a rule: the team, not the writer alone.
-_COLLECTIVE = re.compile(
-    r"\b(we|we're|we've|we'll|our|us|everyone|everybody|every ?one|nobody|no one|anyone who|all of us|the team|"
-    r"team|rule|rules|policy|convention|norm)\b",
     re.I,
 )
 # An instruction to the team, at the start of a sentence or clause ("Standup is async: post your update
@@ -240,6 +241,12 @@ def _is_question(s: str) -> bool:
 def statement_kind(text: str, people: Collection[str] = ()) -> Kind:
     """What kind of message ``text`` is. ``people``: the team's authors (casefolded), so that
     ``"maria: try again"`` is known to be a reply to Maria."""
+    return _statement_kind(text, frozenset(people))
+
+
+# One night asks about the same message in grouping, the provider and absorption: decided once.
+@lru_cache(maxsize=16384)
+def _statement_kind(text: str, people: frozenset[str]) -> Kind:
     if injection(text):
         return Kind.INJECTION
     sents = sentences(text)
@@ -453,6 +460,12 @@ def _negated(text: str) -> bool:
 
 def slots(text: str, names: Iterable[str] = ()) -> Slots:
     """The slots ``text`` commits to. ``names``: known named things (people, tools, projects, tags)."""
+    return _slots(text, frozenset(names))
+
+
+# Grouping, distill's support filter and match, absorption and reflect read the same texts' slots.
+@lru_cache(maxsize=16384)
+def _slots(text: str, names: frozenset[str]) -> Slots:
     raw = _CODE.sub(" ", _URL.sub(" ", text))
     negated = _negated(_strip_replaced(raw))
     t = _strip_replaced(raw)
