@@ -147,18 +147,28 @@ _TEAM = re.compile(
     r"always|never|must|mustn't|should|shouldn't|shall|need to|needs to|have to|has to|required?|mandatory|"
     r"allowed|not allowed|forbidden|please|pls|plz|don't|do not|dont|"
     r"every|each|whenever|by default|default|only|nothing|everything|"
-    r"no \w+( \w+){0,2} (on|in|after|before|without|until|during|over|outside|unless))\b|"
-    # A prohibition at the start of a clause: "It's Friday, so no production rollouts".
-    r"(^|[:;,.!]\s*|\bso\s+)(no|never) (?!idea|worries|problem|clue|way|thanks|luck|rush|stress)\w+",
+    r"no \w+( \w+){0,2} (on|in|after|before|without|until|during|over|outside|unless))\b",
     re.I,
+)
+# A prohibition at the start of a clause: "It's Friday, so no production rollouts" — a rule, unless it
+# is about one occasion ("no push this morning").
+_PROHIBITION = re.compile(
+    r"(^|[:;,.!]\s*|\bso\s+)(no|never) (?!idea|worries|problem|clue|way|thanks|luck|rush|stress)\w+", re.I
 )
 # An instruction to the team, at the start of a sentence or clause ("Standup is async: post your update
 # …"): the imperative is a rule's usual form.
 _IMPERATIVE = re.compile(
     r"(^|[:;—–,]\s*|\bplease\s+|\bthen\s+)(keep|use|run|post|park|drop|hand|ship|write|put|ask|add|tag|ping|open|merge|squash|rebase|deploy|check|"
     r"update|book|file|send|review|test|wait|make|follow|avoid|include|link|mention|label|assign|close|document|"
-    r"record|announce|notify|respond|submit|get|let|go|be|split|start|finish|attach|cc|loop in|escalate|double-check|"
-    r"confirm|note|remember|try to|aim for|stick to|prefer|skip|never|always|don't|do not)\b",
+    r"record|announce|notify|respond|submit|get|let (?!'s|’s)|let's (always|never|not|keep|use|make sure|stick|agree)|"
+    r"go|be|split|start|finish|attach|cc|loop in|escalate|double-check|"
+    r"confirm|note|remember|try to|aim for|stick to|prefer|skip|never|always|don't|do not|restart|reboot|paste|"
+    r"unlock|fill in|clear|back up|raise|copy|reply to|answer|reserve|clean up|escalate|upload|archive|delete|"
+    r"revert|roll back|verify)\b|"
+    # Verbs that are nouns as often ("switch build went from …", "lock screen"): only opening a sentence.
+    r"^(turn|lock|read|set|move|call|log|save|pin|bump|cut|request|leave|hold|stop|switch|reply|sign|schedule|"
+    r"block|route|page|pair|demo|present|store|measure|label|screenshot|flag)\s+(the|a|an|it|them|this|that|your|"
+    r"all|every|each|any|off|on|up|out|in|down|back|before|after|first)\b",
     re.I,
 )
 # Habitual or lasting: the opposite of a one-off arrangement.
@@ -167,7 +177,8 @@ _HABITUAL = re.compile(
     r"from (today|tomorrow|monday|tuesday|wednesday|thursday|friday|next|this) on|starting|as of|anymore|"
     r"(from|since|starting|beginning) (today|tomorrow|now|monday|tuesday|wednesday|thursday|friday|"
     r"(this|next) (week|month|sprint|release|quarter))|"
-    r"no longer|rule|policy)\b|\b(mon|tues|wednes|thurs|fri|satur|sun)days\b|\bweekly|daily|nightly|monthly\b",
+    r"no longer|rule|policy|as usual|the usual|(each|every|a|per) (day|week|month|sprint|release)|"
+    r"(of|every) (the|each) month)\b|\b(mon|tues|wednes|thurs|fri|satur|sun)days\b|\bweekly|daily|nightly|monthly\b",
     re.I,
 )
 # A general statement's usual words, when it has no team marker: what is needed or required, a
@@ -175,12 +186,16 @@ _HABITUAL = re.compile(
 # a reminder, or a present state ("that's the day now", "it is 40 now").
 _GENERIC = re.compile(
     r"\b(needs?|needed|requires?|required|usual|usually|reminder|remember|at least|at most|up to|no later than|"
-    r"maximum|minimum|max|min|only if|unless|(go|goes) (to|through|into|in|here|before|after|first)|"
+    r"maximum|minimum|only if|(?<![\d\s])(?<!\d\s)(max|min)\b|^(max|min)\b|unless|"
+    r"(go|goes) (to|through|into|in|here|before|after|first)|"
     r"(above|below|over|under|more than|less than|within|in the first) (\d|[$€£]|(a|an|one|two|three|four|five|six|"
     r"seven|eight|nine|ten|twelve|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred)\b))|\s=\s|"
     r"\bgets? \w+ed\b|\b(the )?same day\b|\b(is|are|'s)\b[^.!?]{0,40}\bnow\b|\bnow\b[^.!?]{0,20}\b(is|are)\b|"
     r"\b(is|are|happens|starts|runs|closes|opens)\s+"
-    r"(at \d|(on )?(mon|tues|wednes|thurs|fri|satur|sun)days?\b|every|each|due|daily|weekly)",
+    r"(at \d|(on )?(mon|tues|wednes|thurs|fri|satur|sun)days?\b|every|each|due|daily|weekly)|"
+    # A standing date or deadline: "the deadline is Friday 4pm", "patching day is the 15th", "Friday is frozen".
+    r"\b(deadline|due (by|on|at))\b|\b(is|are|'s) (the )?\d{1,2}(st|nd|rd|th)\b|"
+    r"\b(is|are|'s) (frozen|off[- ]limits|(a )?no[- ]\w+( day)?)\b",
     re.I,
 )
 _ONE_OFF = re.compile(
@@ -216,6 +231,11 @@ _ANNOUNCES_CHANGE = re.compile(
     r"updated|is gone|are gone)\b",
     re.I,
 )
+_GREETING = re.compile(
+    r"^\W*((good\s+)?(morning|afternoon|evening|night)|hi|hello|hey|hiya|yo|gm|howdy)\b[\s,]*"
+    r"(all|everyone|everybody|team|folks|guys|y'all|people|friends)?\W*$",
+    re.I,
+)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'll|i'd|me|my|mine|myself)\b(?!['’-])", re.I)
 _ADVICE = re.compile(
     r"\byou\b[^.!?]{0,20}\b(can|could|might|may|need to|needs to|have to|should|must|will|'ll)\b", re.I
@@ -234,7 +254,20 @@ def _is_question(s: str) -> bool:
         t[-1:] not in ".!"
         and _QUESTION_START.match(t) is not None
         and not _TEAM.search(t)
+        and not _PROHIBITION.search(t)
         and not _IMPERATIVE.search(t)
+    )
+
+
+def _general(sentence: str) -> bool:
+    """A sentence that states a rule by itself, whoever wrote the rest of the message: no first person,
+    and a rule's marker ("Did mine at 16:04. Timesheets are due by 4pm every Friday" states the rule)."""
+    return _FIRST_PERSON.search(sentence) is None and (
+        _TEAM.search(sentence) is not None
+        or _PROHIBITION.search(sentence) is not None
+        or _IMPERATIVE.search(sentence) is not None
+        or _HABITUAL.search(sentence) is not None
+        or _GENERIC.search(sentence) is not None
     )
 
 
@@ -259,13 +292,15 @@ def _statement_kind(text: str, people: frozenset[str]) -> Kind:
         if name in people or first.lstrip().startswith("@"):
             return Kind.ADDRESSED
     mention = _LEAD_MENTION.match(first)
-    if mention and not _TEAM.search(text):
+    if mention and not (_TEAM.search(text) or _PROHIBITION.search(text)):
         return Kind.ADDRESSED
     # A message is judged by its sentences that are not questions: "Reminder: two approvals per
     # PR. Questions?" is a rule; "how do I …? I tried X" is not.
     stated = [s for s in sents if not _is_question(s)]
     if not stated:
         return Kind.QUESTION
+    # "Morning team!" greets; it says nothing about the team.
+    stated = [s for s in stated if not _GREETING.match(s)] or stated
     body = " ".join(stated)
     team = _TEAM.search(body) is not None or any(_IMPERATIVE.search(x) for x in stated)
     speaks_for_team = (
@@ -274,17 +309,19 @@ def _statement_kind(text: str, people: frozenset[str]) -> Kind:
         or any(_IMPERATIVE.match(x) for x in stated)
     )
     about_me = _PERSONAL.search(body) is not None or all(_FIRST_PERSON.search(x) for x in stated)
-    if about_me and not speaks_for_team:
+    if about_me and not speaks_for_team and not any(_general(x) for x in stated):
         # "I always use it at work", "if I can get wine to run it I wouldn't need windows": about
         # the writer, however habitual it sounds; "I think we should always pair" speaks for the team.
         return Kind.PERSONAL
     if _ADVICE.search(body) and not speaks_for_team:
         # "if that annoys you, you can do sudo -s": advice to the person who asked, not a rule of the team.
         return Kind.ADDRESSED
-    if _STATUS.search(stated[0]) and not team and not _HABITUAL.search(body):
+    prohibits = _PROHIBITION.search(body) is not None
+    if _STATUS.search(stated[0]) and not (team or prohibits) and not _HABITUAL.search(body):
         return Kind.STATUS
     if _ONE_OFF.search(body) and not _HABITUAL.search(body) and not team:
         return Kind.LOGISTICS
+    team = team or prohibits
     if len(words(body)) < 3 and not team:
         return Kind.CHATTER
     if not team and not _HABITUAL.search(body) and not _GENERIC.search(body):
@@ -355,6 +392,13 @@ _REPLACED = [
 _DATE = re.compile(
     r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([a-z]{3,9})\b|\b([a-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b"
 )
+# A day of the month without a month: "the 15th", "on the 3rd", "25th of every month" ("the 5th time",
+# "3rd party" are not dates).
+_MONTH_DAY = re.compile(
+    r"\b(?:the|on)\s+(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:time|times|floor|party|place|attempt|try|round|person|"
+    r"gen|generation|edition|grade|percentile|commit|line|step|item|version|release))|"
+    r"\b(\d{1,2})(?:st|nd|rd|th)\s+(?:of\s+(?:the|every|each)|every|each)\s+month\b"
+)
 # 9:30, 14h30, 9am, 9.30pm, 14 uhr — "4.12" is a version and "2h" a duration, not times of day.
 _TIME = re.compile(
     r"(?<![\d.])\b(\d{1,2})(?:(?::|h(?=\d{2}))(\d{2})(?![.\d])|\.(\d{2})(?=\s*(?:am|pm|a\.m\.|p\.m\.)))?"
@@ -384,6 +428,10 @@ class Slots:
     weekday: frozenset[int] = frozenset()
     date: frozenset[tuple[int, int]] = frozenset()  # (month, day)
     named: frozenset[str] = field(default_factory=frozenset)
+    # Polarity by topic: what the statement says is not done / not so ("no overnight jobs") and what it
+    # names without a negation ("overnight jobs are fine"), as beliefs.topics words.
+    denied: frozenset[str] = frozenset()
+    affirmed: frozenset[str] = frozenset()
 
     def values(self) -> dict[str, frozenset[object]]:
         return {
@@ -525,6 +573,10 @@ def _slots(text: str, names: frozenset[str]) -> Slots:
             date.add((_MONTHS[month], int(day)))
     for m in re.finditer(r"\b(\d{4})-(\d{2})-(\d{2})\b", low):
         date.add((int(m.group(2)), int(m.group(3))))
+    for m in _MONTH_DAY.finditer(low):
+        day = int(m.group(1) or m.group(2))
+        if 1 <= day <= 31 and not any(d == day for _, d in date):
+            date.add((0, day))  # a day of every month: "on the 15th", "the 25th of the month"
     named = {n.casefold() for n in names if n and re.search(rf"(?<![\w-])[@#]?{re.escape(n)}(?![\w-])", t, re.I)}
     for m in _NAMED_CAP.finditer(t):
         tok = m.group(1)
@@ -532,6 +584,9 @@ def _slots(text: str, names: frozenset[str]) -> Slots:
             continue  # "do NOT force it", "ALWAYS": emphasis, not a name
         if tok not in _STOP_CAPS and tok.casefold() not in _WEEKDAYS and tok.casefold() not in _MONTHS:
             named.add(tok.casefold())
+    # "no longer" names the old value of a slot, but it denies what follows it: polarity reads the text
+    # with only the phrases that are no negation removed.
+    denied, affirmed = _polarity(_NOT_A_NEGATION.sub(" ", raw))
     return Slots(
         negated,
         frozenset(amount),
@@ -541,7 +596,39 @@ def _slots(text: str, names: frozenset[str]) -> Slots:
         frozenset(weekday),
         frozenset(date),
         frozenset(named),
+        denied,
+        affirmed - denied,
     )
+
+
+_CLAUSE = re.compile(r"[.;:!?,()\n—–]+|\s-\s|\bbut\b|\bso\b|\bbecause\b|\binstead\b|\bunless\b", re.I)
+
+
+# A clause that says something is done, allowed or required ("overnight jobs are fine", "every minor
+# forces the update"), not merely mentioned ("select * breaks the build").
+_PERMITS = re.compile(
+    r"\b(allowed|fine|ok|okay|permitted|welcome|must|always|every|each|should|needs? to|have to|has to|required|"
+    r"mandatory|as usual|as always|is for|are for|(go|goes) (to|through|in|into))\b",
+    re.I,
+)
+
+
+def _polarity(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The topic words a negation governs (the rest of its clause, at most five words on: "no overnight
+    jobs", "minors don't force updates") and those of clauses that say a thing is done, allowed or
+    required. Nothing is denied when the negation states a requirement ("no merge without two
+    approvals") or the rule is affirmed as well ("always staging first, never straight to prod")."""
+    double = _DOUBLE_NEGATIVE.search(text) is not None
+    denied: set[str] = set()
+    affirmed: set[str] = set()
+    for clause in _CLAUSE.split(text):
+        negations = list(_NEGATION.finditer(clause))
+        if negations and not double and not _AFFIRMED.search(text):
+            for m in negations:
+                denied |= topics(" ".join(clause[m.end() :].split()[:5]))
+        elif not negations and _PERMITS.search(clause):
+            affirmed |= topics(clause)
+    return frozenset(denied), frozenset(affirmed)
 
 
 def union(a: Slots, b: Slots) -> Slots:
@@ -555,6 +642,8 @@ def union(a: Slots, b: Slots) -> Slots:
         a.weekday | b.weekday,
         a.date | b.date,
         a.named | b.named,
+        (a.denied | b.denied) - (a.affirmed | b.affirmed),
+        (a.affirmed | b.affirmed) - (a.denied | b.denied),
     )
 
 
@@ -575,8 +664,112 @@ def conflict(a: Slots, b: Slots, strong: bool = True) -> str | None:
     for kind in ("duration", "time", "weekday", "date"):
         if va[kind] and vb[kind] and not va[kind] & vb[kind]:
             return kind
+    for kind in ("time", "weekday", "date"):
+        # Several days or times each, and each names one the other does not: "store day is Tuesday, cut
+        # the rc on Friday" against "rc on Tuesday, submit Thursday" share a Tuesday, not the schedule.
+        if len(va[kind]) > 1 and len(vb[kind]) > 1 and not (va[kind] <= vb[kind] or vb[kind] <= va[kind]):
+            return kind
     if strong and va["named"] and vb["named"] and not va["named"] & vb["named"]:
         return "named"
     if strong and a.negated != b.negated:
         return "polarity"
+    if a.denied & b.affirmed or a.affirmed & b.denied:
+        return "polarity"  # one says "no overnight jobs", the other "overnight jobs are fine"
     return None
+
+
+# -- topics ------------------------------------------------------------------------------------------
+def _stem(w: str) -> str:
+    """One form for a word's inflections ("force", "forces", "forced" → "forc"), for matching only."""
+    if "-" in w:
+        return w
+    for suffix in ("ies", "ing", "ed", "es", "s", "e"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not (suffix == "s" and w.endswith(("ss", "us", "is"))):
+            w = w[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return w
+
+
+# Words that never name what a statement is about: function words, chat fillers, the verbs and
+# adjectives of any rule ("need", "always", "new"), time words (slots carry the values).
+_NOT_A_TOPIC_WORDS = """
+    a about above after again against all almost also although always am among an and another any anybody
+    anyone anything anyway anyways are aren't around as ask asked at away back bad be because been before being
+    below best better between big both but by can can't cannot come comes could couldn't day days did didn't do does
+    doesn't doing don't done down during each easy either else even ever every everybody everyone everything
+    few first for from get gets getting give go goes going gone good got great had has hasn't have haven't having he
+    her here hers him his how however i i'd i'll i'm i've if in instead into is isn't it it's its itself just keep
+    know last later least less let let's like little long look lot lots made make makes many may maybe me might
+    mine more most much must my need needed needs never new next nice no nobody none nor not nothing now of off
+    ok okay old on once one only or other others our ours out over own please pls plz put quick quite rather
+    re really right same say says see seems set should shouldn't since small so some somebody someone something
+    still stuff such sure take takes team than thank thanks that that's the their theirs them then there these
+    they thing things think this those though through thx till time times to today tomorrow too try two three
+    under until up upon us use used using usual usually very via want wants was wasn't way we we'd we'll we're
+    we've well were weren't what when whenever where whether which while who whole whom whose why will with
+    within without won't work works would wouldn't yeah yes yesterday yet you you'd you'll you're you've your
+    yours also guys folks all hey hi hello fyi psa btw reminder note anyone everyone week weeks month months
+    monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat sun
+    morning afternoon evening night tonight minute minutes hour hours am pm eod asap etc via per
+"""
+_NOT_A_TOPIC = frozenset(_NOT_A_TOPIC_WORDS.split())
+_NOT_A_TOPIC_STEMS = frozenset(_stem(w) for w in _NOT_A_TOPIC) | _NOT_A_TOPIC
+# One spelling per thing, so that "PR" and "pull request" meet (and "prod" and "production").
+_ABBREVIATIONS = {
+    "pr": "pull-request",
+    "prs": "pull-request",
+    "pull request": "pull-request",
+    "pull requests": "pull-request",
+    "mr": "merge-request",
+    "mrs": "merge-request",
+    "merge request": "merge-request",
+    "prod": "production",
+    "stg": "staging",
+    "env": "environment",
+    "envs": "environment",
+    "k8s": "kubernetes",
+    "db": "database",
+    "dbs": "database",
+    "repo": "repository",
+    "repos": "repository",
+    "pm": "postmortem",
+    "post-mortem": "postmortem",
+    "post mortem": "postmortem",
+    "postmortems": "postmortem",
+    "deployment": "deploy",
+    "deployments": "deploy",
+    "deploying": "deploy",
+    "deploys": "deploy",
+    "deployed": "deploy",
+    "config": "configuration",
+    "cfg": "configuration",
+    "docs": "documentation",
+    "doc": "documentation",
+    "qa": "qa",
+    "ci": "ci",
+    "oncall": "on-call",
+    "on call": "on-call",
+    "rc": "release-candidate",
+}
+_PHRASES = re.compile(r"\b(pull requests?|merge requests?|post mortems?|on call)\b")
+_TOPIC_WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
+
+
+def topics(text: str) -> frozenset[str]:
+    """The words a statement is about ("refund", "pull-request", "timesheet"): what is left when the
+    words of any rule, any chat and any time are removed, one spelling per thing (abbreviations
+    spelled out, a plural as its singular). Cheap and offline: grouping uses the ones that are rare
+    in a team's window to bring paraphrases together that an embedding keeps apart."""
+    low = _PHRASES.sub(lambda m: _ABBREVIATIONS.get(m.group(1), m.group(1)).replace(" ", "-"), _clean(text).casefold())
+    out: set[str] = set()
+    for w in _TOPIC_WORD.findall(low):
+        w = w.strip("'-")
+        if len(w) < 3 and w not in _ABBREVIATIONS:
+            continue
+        w = _ABBREVIATIONS.get(w, w)
+        if w in _NOT_A_TOPIC or "'" in w:
+            continue
+        stem = _stem(w)
+        if stem not in _NOT_A_TOPIC_STEMS:
+            out.add(stem)
+    return frozenset(out)

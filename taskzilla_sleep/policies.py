@@ -182,6 +182,7 @@ class Candidate:
     vector: Vector
     entities: frozenset[str]  # entity keys other than author and channel (projects, tools, tags, mentions)
     slots: Slots = Slots()  # the values it states (beliefs.slots)
+    topics: frozenset[str] = frozenset()  # what it is about (beliefs.topics)
 
 
 # At or above this similarity two statements are about one topic closely enough that a polarity or a
@@ -224,6 +225,8 @@ def group_episodes(
     similarity_threshold: float,
     entity_bonus: float = 0.08,
     min_size: int = 3,
+    topic_bonus: float = 0.0,
+    rare_share: float = 0.05,
 ) -> list[Group]:
     """Leader clustering in time order: one matrix-vector product per episode against the groups'
     centroids (O(n·g) for g groups, singletons included), deterministic, no pairwise matrix.
@@ -236,6 +239,11 @@ def group_episodes(
     opposite polarity, see ``disagree``): it goes to a group it agrees with, or starts its own.
     """
     ordered = sorted(candidates, key=lambda c: (c.episode.ts, c.episode.id))
+    # A topic word says more the fewer statements of the window use it: "refund" in a support team's
+    # week is common, "timesheet" rare. Only the rare ones bring two statements together.
+    df = Counter(t for c in ordered for t in c.topics)
+    limit = max(2, math.ceil(rare_share * len(ordered)))
+    group_topics: list[set[str]] = []
     groups: list[Group] = []
     # Centroids live in one growing matrix (a row per group), so scoring a candidate is one
     # matrix-vector product, not a copy of every centroid; only the top 32 are ranked, not all.
@@ -245,6 +253,7 @@ def group_episodes(
     group_slots: list[Slots] = []
     for cand in ordered:
         v = _unit(np.asarray(cand.vector, dtype=np.float64))
+        rare = {t for t in cand.topics if df[t] <= limit}
         change = is_change_statement(cand.episode.text)
         best, best_score = -1, -math.inf
         n_groups = len(groups)
@@ -253,7 +262,9 @@ def group_episodes(
             # Only groups of the same kind (change vs plain) compete, before the top-k cut — unless the
             # two name the same value ("3 reminders" said with and without "from this week"): then
             # they state one belief whatever the wording.
-            other = np.nonzero((change_flags[:n_groups] != change) & (sims >= similarity_threshold - entity_bonus))[0]
+            other = np.nonzero(
+                (change_flags[:n_groups] != change) & (sims >= similarity_threshold - entity_bonus - 2 * topic_bonus)
+            )[0]
             keep = {int(gi) for gi in other if same_value(cand.slots, group_slots[int(gi)])}
             sims[[gi for gi in np.nonzero(change_flags[:n_groups] != change)[0] if int(gi) not in keep]] = -np.inf
             for gi in _top_k(sims, 32):
@@ -262,6 +273,7 @@ def group_episodes(
                 if disagree(cand.slots, group_slots[gi], float(sims[gi])):
                     continue
                 score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
+                score += topic_bonus * min(2, len(rare & group_topics[gi]))
                 if score > best_score:
                     best, best_score = int(gi), score
         if best >= 0 and best_score >= similarity_threshold:
@@ -270,6 +282,7 @@ def group_episodes(
             centroids[best] = _unit(centroids[best] * n + v)
             g.members.append(cand)
             entity_sets[best] |= cand.entities
+            group_topics[best] |= rare
             group_slots[best] = union(group_slots[best], cand.slots)
         else:
             if n_groups == len(centroids):  # full: double the room
@@ -282,6 +295,7 @@ def group_episodes(
             change_flags[n_groups] = change
             groups.append(Group([cand]))
             entity_sets.append(set(cand.entities))
+            group_topics.append(set(rare))
             group_slots.append(cand.slots)
     return [g for g in groups if len(g.members) >= min_size]
 

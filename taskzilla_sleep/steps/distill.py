@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from taskzilla_sleep.beliefs import Kind, Slots, is_belief, slots, statement_kind
+from taskzilla_sleep.beliefs import Kind, Slots, is_belief, slots, statement_kind, topics
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import (
@@ -225,13 +225,14 @@ def plan(ctx: StepContext) -> DistillPlan:
                 vecs[e.id].tolist(),
                 frozenset(r["key"] for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")),
                 _slots_of(e, ents),
+                topics(e.text),
             )
             for e in learnable
             if e.id in vecs
         ]
         groups = [
             g
-            for g in group_episodes(cands, s.similarity_threshold, min_size=s.min_episodes)
+            for g in group_episodes(cands, s.similarity_threshold, min_size=s.min_episodes, topic_bonus=s.topic_bonus)
             if any(is_new(c.episode) for c in g.members)
         ]
         p.groups = len(groups)

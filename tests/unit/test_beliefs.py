@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskzilla_sleep.beliefs import Kind, conflict, injection, slots, statement_kind
+from taskzilla_sleep.beliefs import Kind, conflict, injection, slots, statement_kind, topics
 from taskzilla_sleep.policies import disagree
 
 PEOPLE = {"maria", "tom", "kwame", "li.wei"}
@@ -252,3 +252,68 @@ def test_a_requirement_said_with_a_negation_is_not_a_reversal(a: str, b: str) ->
 def test_a_prohibition_is_still_the_reversal_of_a_permission() -> None:
     assert conflict(slots("Deploys on Fridays are fine"), slots("No deploys on Fridays")) == "polarity"
     assert conflict(slots("Hotfixes need a review"), slots("Hotfixes don't need a review")) == "polarity"
+
+
+# -- topics, scoped polarity, days of the month, greetings -----------------------------------------
+
+
+def test_topics_spell_one_thing_one_way() -> None:
+    assert topics("Two approvals on every PR") == topics("pull requests need two approvals")
+    assert {"postmortem", "deploy"} <= topics("post-mortem for each failed deployment")
+    # the words of any rule, any chat and any time are not topics
+    assert topics("please always do it before Friday morning, thanks all") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Big exports are fine on the reporting replica", "Big exports are not allowed on the reporting replica"),
+        ("Every hotfix skips the release train", "Hotfixes no longer skip the release train"),
+    ],
+)
+def test_a_topic_said_and_denied_is_a_reversal_at_any_similarity(old: str, new: str) -> None:
+    # ``strong=False``: the embedding alone would call these two far apart; the topic decides.
+    assert conflict(slots(old), slots(new), strong=False) == "polarity"
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Never merge your own pull request", "Someone else merges your pull request, always"),  # affirmed rule
+        ("No release without a changelog entry", "Each release gets a changelog entry"),  # double negative
+        ("We do not ship on Sundays", "Sunday shipping breaks the on-call rota"),  # a mention, not a permission
+    ],
+)
+def test_a_paraphrase_with_a_negation_is_no_reversal(a: str, b: str) -> None:
+    assert conflict(slots(a), slots(b), strong=False) is None
+
+
+def test_a_day_of_the_month_is_a_date() -> None:
+    assert slots("invoices go out on the 3rd").date == {(0, 3)}
+    assert slots("payroll runs the 28th of every month").date == {(0, 28)}
+    assert slots("the 2nd time this broke, a 3rd party library").date == frozenset()
+    assert conflict(slots("invoices go out on the 3rd"), slots("invoices go out on the 10th")) == "date"
+
+
+def test_two_schedules_that_share_one_day_still_disagree() -> None:
+    old = slots("grooming is Monday, the demo on Thursday")
+    new = slots("grooming moved to Wednesday, demo stays Thursday")
+    assert conflict(old, new) == "weekday"
+    # a statement that names part of the schedule agrees with it
+    assert conflict(old, slots("the demo is on Thursday")) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Hello everyone! Big day, let's go", Kind.STATUS),  # a greeting says nothing about the team
+        ("no standup this morning, as agreed", Kind.LOGISTICS),  # a prohibition about one occasion
+        ("queue times: eu 12 min, apac 31 min", Kind.STATUS),  # "min" after a number is minutes
+        ("renamed the switch config, switch build is green again", Kind.STATUS),  # a noun, not an order
+        ("Restart the print spooler before you call the vendor", Kind.BELIEF),  # an imperative opens it
+        ("Finally did my expenses. Expense reports are due by the 5th", Kind.BELIEF),  # a rule beside an anecdote
+        ("I always take the window seat", Kind.PERSONAL),
+    ],
+)
+def test_the_gate_reads_each_sentence(text: str, kind: Kind) -> None:
+    assert statement_kind(text, PEOPLE) is kind
