@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
 
@@ -236,6 +236,13 @@ _GREETING = re.compile(
     r"(all|everyone|everybody|team|folks|guys|y'all|people|friends)?\W*$",
     re.I,
 )
+_RECURRING_THING = re.compile(r"\b(nightly|daily|weekly|monthly)\s+(?!is\b|are\b|at\b|on\b)\w+", re.I)
+# "The build should pass now": an expectation about one thing, not a rule.
+_EXPECTATION = re.compile(
+    r"\b(should|shouldn't|should not)\s+(be\s+)?(pass|passing|work|working|fine|ok|okay|good|back|ready|green|up|"
+    r"live|land|arrive|finish|hold|help|happen|come|break|fail)\b",
+    re.I,
+)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'll|i'd|me|my|mine|myself)\b(?!['’-])", re.I)
 _ADVICE = re.compile(
     r"\byou\b[^.!?]{0,20}\b(can|could|might|may|need to|needs to|have to|should|must|will|'ll)\b", re.I
@@ -299,9 +306,9 @@ def _statement_kind(text: str, people: frozenset[str]) -> Kind:
     stated = [s for s in sents if not _is_question(s)]
     if not stated:
         return Kind.QUESTION
-    # "Morning team!" greets; it says nothing about the team.
+    # "Morning team!" greets; it says nothing about the team. "The build should pass now" expects.
     stated = [s for s in stated if not _GREETING.match(s)] or stated
-    body = " ".join(stated)
+    body = _EXPECTATION.sub(" ", " ".join(stated))
     team = _TEAM.search(body) is not None or any(_IMPERATIVE.search(x) for x in stated)
     speaks_for_team = (
         _COLLECTIVE.search(body) is not None
@@ -317,7 +324,8 @@ def _statement_kind(text: str, people: frozenset[str]) -> Kind:
         # "if that annoys you, you can do sudo -s": advice to the person who asked, not a rule of the team.
         return Kind.ADDRESSED
     prohibits = _PROHIBITION.search(body) is not None
-    if _STATUS.search(stated[0]) and not (team or prohibits) and not _HABITUAL.search(body):
+    # "Nightly build #1482: green" reports one run of a recurring thing: "nightly" is no rule there.
+    if _STATUS.search(stated[0]) and not (team or prohibits) and not _HABITUAL.search(_RECURRING_THING.sub(" ", body)):
         return Kind.STATUS
     if _ONE_OFF.search(body) and not _HABITUAL.search(body) and not team:
         return Kind.LOGISTICS
@@ -432,6 +440,7 @@ class Slots:
     # names without a negation ("overnight jobs are fine"), as beliefs.topics words.
     denied: frozenset[str] = frozenset()
     affirmed: frozenset[str] = frozenset()
+    persons: frozenset[str] = frozenset()  # the team members it names (to whom, by whom)
 
     def values(self) -> dict[str, frozenset[object]]:
         return {
@@ -506,9 +515,24 @@ def _negated(text: str) -> bool:
     return not (_DOUBLE_NEGATIVE.search(text) or _AFFIRMED.search(text))
 
 
-def slots(text: str, names: Iterable[str] = ()) -> Slots:
-    """The slots ``text`` commits to. ``names``: known named things (people, tools, projects, tags)."""
-    return _slots(text, frozenset(names))
+def slots(text: str, names: Iterable[str] = (), people: Collection[str] = (), speaker: str | None = None) -> Slots:
+    """The slots ``text`` commits to. ``names``: known named things (people, tools, projects, tags);
+    ``people``: the team's authors (casefolded), so that the person a statement names is a slot of its
+    own; ``speaker``: who wrote it, the person of "send them to me"."""
+    sl = _slots(text, frozenset(names))
+    if not people and speaker is None:
+        return sl
+    persons = {n for n in sl.named if n in people}
+    if speaker and _TO_ME.search(text) and not _NOT_TO_ME.search(text):
+        persons.add(speaker.casefold())
+    return replace(sl, persons=frozenset(persons)) if persons else sl
+
+
+# "send me the escalations", "assign them to me": the writer is the person named.
+_TO_ME = re.compile(
+    r"\b(send|ping|ask|assign|cc|tag|escalate|forward|route|give|bring)\b[^.;!?]{0,30}?\b(to )?me\b", re.I
+)
+_NOT_TO_ME = re.compile(r"\b(not|never|don't|dont|do not)\s+(\w+\s+){0,2}(to\s+)?me\b", re.I)
 
 
 # Grouping, distill's support filter and match, absorption and reflect read the same texts' slots.
@@ -644,6 +668,7 @@ def union(a: Slots, b: Slots) -> Slots:
         a.named | b.named,
         (a.denied | b.denied) - (a.affirmed | b.affirmed),
         (a.affirmed | b.affirmed) - (a.denied | b.denied),
+        a.persons | b.persons,
     )
 
 
@@ -660,6 +685,8 @@ def conflict(a: Slots, b: Slots, strong: bool = True) -> str | None:
         for key in {k for k, _ in xs} & {k for k, _ in ys}:
             if not {v for k, v in xs if k == key} & {v for k, v in ys if k == key}:
                 return kind
+    if a.persons and b.persons and not a.persons & b.persons:
+        return "named"  # "billing escalations to Marek" / "… to Lucia": another person, whatever else they share
     va, vb = a.values(), b.values()
     for kind in ("duration", "time", "weekday", "date"):
         if va[kind] and vb[kind] and not va[kind] & vb[kind]:

@@ -198,6 +198,17 @@ def same_value(a: Slots, b: Slots) -> bool:
     return shared and conflict(a, b, strong=False) is None
 
 
+def same_specific_value(a: Slots, b: Slots, one_topic: bool) -> bool:
+    """Both state one specific value and disagree on none: an amount or a count of one thing ("3
+    reminders before auto-close" and "the flow is 3 reminders now": one belief however worded), or —
+    when they are about one thing (``one_topic``: a topic word in common) — a duration, a time of day or
+    a day of the month ("standup before 10:00" and "handoff on Monday at 10:00" are two beliefs). A
+    shared weekday is never enough: many unrelated statements name a Friday."""
+    va, vb = a.values(), b.values()
+    kinds = ("amount", "count", "duration", "time", "date") if one_topic else ("amount", "count")
+    return any(va[k] & vb[k] for k in kinds) and conflict(a, b, strong=False) is None
+
+
 def disagree(a: Slots, b: Slots, similarity: float) -> str | None:
     """The slot two statements of one topic disagree on (see beliefs.conflict), judged at ``similarity``."""
     return conflict(a, b, strong=similarity >= STRONG_SIMILARITY)
@@ -227,6 +238,7 @@ def group_episodes(
     min_size: int = 3,
     topic_bonus: float = 0.0,
     rare_share: float = 0.05,
+    value_bonus: float = 0.0,
 ) -> list[Group]:
     """Leader clustering in time order: one matrix-vector product per episode against the groups'
     centroids (O(n·g) for g groups, singletons included), deterministic, no pairwise matrix.
@@ -243,7 +255,8 @@ def group_episodes(
     # week is common, "timesheet" rare. Only the rare ones bring two statements together.
     df = Counter(t for c in ordered for t in c.topics)
     limit = max(2, math.ceil(rare_share * len(ordered)))
-    group_topics: list[set[str]] = []
+    group_topics: list[set[str]] = []  # the rare topic words of each group's members
+    group_words: list[set[str]] = []  # all their topic words
     groups: list[Group] = []
     # Centroids live in one growing matrix (a row per group), so scoring a candidate is one
     # matrix-vector product, not a copy of every centroid; only the top 32 are ranked, not all.
@@ -262,9 +275,8 @@ def group_episodes(
             # Only groups of the same kind (change vs plain) compete, before the top-k cut — unless the
             # two name the same value ("3 reminders" said with and without "from this week"): then
             # they state one belief whatever the wording.
-            other = np.nonzero(
-                (change_flags[:n_groups] != change) & (sims >= similarity_threshold - entity_bonus - 2 * topic_bonus)
-            )[0]
+            reach = similarity_threshold - entity_bonus - 2 * topic_bonus - value_bonus  # the most a bonus adds
+            other = np.nonzero((change_flags[:n_groups] != change) & (sims >= reach))[0]
             keep = {int(gi) for gi in other if same_value(cand.slots, group_slots[int(gi)])}
             sims[[gi for gi in np.nonzero(change_flags[:n_groups] != change)[0] if int(gi) not in keep]] = -np.inf
             for gi in _top_k(sims, 32):
@@ -274,6 +286,10 @@ def group_episodes(
                     continue
                 score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
                 score += topic_bonus * min(2, len(rare & group_topics[gi]))
+                if value_bonus and same_specific_value(
+                    cand.slots, group_slots[gi], bool(cand.topics & group_words[gi])
+                ):
+                    score += value_bonus
                 if score > best_score:
                     best, best_score = int(gi), score
         if best >= 0 and best_score >= similarity_threshold:
@@ -283,6 +299,7 @@ def group_episodes(
             g.members.append(cand)
             entity_sets[best] |= cand.entities
             group_topics[best] |= rare
+            group_words[best] |= cand.topics
             group_slots[best] = union(group_slots[best], cand.slots)
         else:
             if n_groups == len(centroids):  # full: double the room
@@ -296,6 +313,7 @@ def group_episodes(
             groups.append(Group([cand]))
             entity_sets.append(set(cand.entities))
             group_topics.append(set(rare))
+            group_words.append(set(cand.topics))
             group_slots.append(cand.slots)
     return [g for g in groups if len(g.members) >= min_size]
 

@@ -153,6 +153,7 @@ class DistillSettings(_Section):
     confidence_floor: float = Field(default=0.80, ge=0, le=1)
     similarity_threshold: float = Field(default=0.55, ge=-1, le=1)
     topic_bonus: float = Field(default=0.05, ge=0, le=1)  # per rare topic word shared with a group (at most two)
+    value_bonus: float = Field(default=0.15, ge=0, le=1)  # a group stating the same amount, count, time or date
     match_threshold: float = Field(default=0.85, ge=-1, le=1)
     window_days: float = Field(default=7, gt=0)
     max_attempts: int = Field(default=3, ge=1)  # nights a group without a usable answer is asked

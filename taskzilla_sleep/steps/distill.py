@@ -224,7 +224,7 @@ def plan(ctx: StepContext) -> DistillPlan:
                 e,
                 vecs[e.id].tolist(),
                 frozenset(r["key"] for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")),
-                _slots_of(e, ents),
+                _slots_of(e, ents, people),
                 topics(e.text),
             )
             for e in learnable
@@ -232,7 +232,13 @@ def plan(ctx: StepContext) -> DistillPlan:
         ]
         groups = [
             g
-            for g in group_episodes(cands, s.similarity_threshold, min_size=s.min_episodes, topic_bonus=s.topic_bonus)
+            for g in group_episodes(
+                cands,
+                s.similarity_threshold,
+                min_size=s.min_episodes,
+                topic_bonus=s.topic_bonus,
+                value_bonus=s.value_bonus,
+            )
             if any(is_new(c.episode) for c in g.members)
         ]
         p.groups = len(groups)
@@ -289,11 +295,11 @@ def plan(ctx: StepContext) -> DistillPlan:
             log.info("distill_statement_refused", kind=kind.value, statement=one_line(draft.statement, 120))
             continue
         by_id = {e.id: e for e in members}
-        stated = slots(draft.statement, _names(members, ents))
+        stated = slots(draft.statement, _names(members, ents), people)
         support = sorted(
             i
             for i in set(draft.supporting_ids)
-            if not disagree(_slots_of(by_id[i], ents), stated, float(vecs[i] @ svec) if i in vecs else 0.0)
+            if not disagree(_slots_of(by_id[i], ents, people), stated, float(vecs[i] @ svec) if i in vecs else 0.0)
         )
         p.support_dropped += len(set(draft.supporting_ids)) - len(support)
         if len(support) < s.min_episodes:
@@ -563,8 +569,8 @@ def _names(members: Sequence[Episode], ents: dict[str, list[dict[str, Any]]]) ->
     return sorted({r["name"] for e in members for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")})
 
 
-def _slots_of(e: Episode, ents: dict[str, list[dict[str, Any]]]) -> Slots:
-    return slots(e.text, _names([e], ents))
+def _slots_of(e: Episode, ents: dict[str, list[dict[str, Any]]], people: frozenset[str] = frozenset()) -> Slots:
+    return slots(e.text, _names([e], ents), people, e.author)
 
 
 def _embed(ctx: StepContext, texts: Sequence[str]) -> list[npt.NDArray[np.float64]]:

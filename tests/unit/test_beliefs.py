@@ -317,3 +317,26 @@ def test_two_schedules_that_share_one_day_still_disagree() -> None:
 )
 def test_the_gate_reads_each_sentence(text: str, kind: Kind) -> None:
     assert statement_kind(text, PEOPLE) is kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Nightly backup #311: ok on eu-1, failed on eu-2",  # one run of a recurring job
+        "rebased the importer, the pipeline should be green again",  # an expectation
+    ],
+)
+def test_reports_about_recurring_things_are_status(text: str) -> None:
+    assert statement_kind(text, PEOPLE) is Kind.STATUS
+
+
+def test_the_person_a_rule_names_is_a_slot_of_its_own() -> None:
+    team = {"maria", "tom", "kwame"}
+    to_maria = slots("Refund escalations go to Maria, she has the Stripe access", people=team)
+    to_tom = slots("Refund escalations go to Tom now, he took over Stripe", people=team)
+    assert conflict(to_maria, to_tom, strong=False) == "named"  # Stripe in both does not make them agree
+    # "send them to me" names the writer
+    mine = slots("from today send me the refund escalations", people=team, speaker="Kwame")
+    assert mine.persons == {"kwame"}
+    assert conflict(mine, to_maria, strong=False) == "named"
+    assert slots("not to me please, escalations go to Maria", people=team, speaker="tom").persons == {"maria"}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from taskzilla_sleep.beliefs import Slots, slots, topics
 from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternKind, PatternStatus, Provenance
 from taskzilla_sleep.policies import (
     Candidate,
@@ -260,6 +261,50 @@ def test_a_shared_entity_tips_a_borderline_pair_over_the_threshold() -> None:
     other = [cand("a", unit(0), entities=["billing-api"]), cand("b", unit(angle), minutes=1, entities=["github"])]
     assert group_episodes(other, similarity_threshold=0.6, min_size=2) == []
     assert ids_of(group_episodes(shared, similarity_threshold=0.6, entity_bonus=0.0, min_size=2)) == []
+
+
+def test_a_rare_topic_word_shared_brings_paraphrases_together() -> None:
+    angle = math.degrees(math.acos(0.5))  # cosine 0.50: below 0.55 alone
+    texts = ["Timesheets are due every Friday by 4pm", "Please get your timesheet in before the weekend"]
+    pair = [
+        Candidate(episode(f"t{i}", t, ts=T0 + timedelta(minutes=i)), unit(a), frozenset(), slots(t), topics(t))
+        for i, (t, a) in enumerate(zip(texts, (0.0, angle), strict=True))
+    ]
+    assert group_episodes(pair, 0.55, min_size=2) == []
+    assert ids_of(group_episodes(pair, 0.55, min_size=2, topic_bonus=0.06)) == [["t0", "t1"]]
+    # a word every statement of the window uses says nothing about which belief it is
+    common = [
+        *pair,
+        *(
+            Candidate(
+                episode(f"x{i}", f"timesheet tool note {i}", ts=T0 + timedelta(hours=i)),
+                unit(90 + 5 * i),
+                frozenset(),
+                Slots(),
+                topics("timesheet"),
+            )
+            for i in range(1, 40)
+        ),
+    ]
+    assert "t0" not in {i for g in group_episodes(common, 0.55, min_size=2, topic_bonus=0.06) for i in g.ids}
+
+
+def test_the_same_value_brings_two_wordings_together_and_another_value_never_does() -> None:
+    angle = math.degrees(math.acos(0.45))
+
+    def two(a: str, b: str) -> list[Candidate]:
+        return [
+            Candidate(episode(f"s{i}", t, ts=T0 + timedelta(minutes=i)), unit(x), frozenset(), slots(t), topics(t))
+            for i, (t, x) in enumerate(((a, 0.0), (b, angle)))
+        ]
+
+    same = two("Customers get 3 reminders before a ticket auto-closes", "the flow is 3 reminders, then close")
+    assert ids_of(group_episodes(same, 0.55, min_size=2, value_bonus=0.15)) == [["s0", "s1"]]
+    other = two("Customers get 3 reminders before a ticket auto-closes", "the flow is 2 reminders, then close")
+    assert group_episodes(other, 0.55, min_size=2, value_bonus=0.15) == []
+    # one time of day, said about two different things: two beliefs
+    unrelated = two("Standup updates go in the channel before 10:00", "On-call handoff is on Monday at 10:00 in ops")
+    assert group_episodes(unrelated, 0.55, min_size=2, value_bonus=0.15) == []
 
 
 def test_a_change_statement_finds_its_group_behind_many_closer_plain_groups() -> None:
