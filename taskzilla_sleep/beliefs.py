@@ -738,6 +738,7 @@ _NOT_A_TOPIC_WORDS = """
     yours also guys folks all hey hi hello fyi psa btw reminder note anyone everyone week weeks month months
     monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat sun
     morning afternoon evening night tonight minute minutes hour hours am pm eod asap etc via per
+    dont cant wont isnt arent doesnt didnt wasnt shouldnt couldnt wouldnt im ive youre thats lets theres
 """
 _NOT_A_TOPIC = frozenset(_NOT_A_TOPIC_WORDS.split())
 _NOT_A_TOPIC_STEMS = frozenset(_stem(w) for w in _NOT_A_TOPIC) | _NOT_A_TOPIC
@@ -778,6 +779,7 @@ _ABBREVIATIONS = {
     "on call": "on-call",
     "rc": "release-candidate",
 }
+_AN_ID = re.compile(r"-\d|\d{3,}")
 _PHRASES = re.compile(r"\b(pull requests?|merge requests?|post mortems?|on call)\b")
 _TOPIC_WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
 
@@ -794,8 +796,8 @@ def topics(text: str) -> frozenset[str]:
         if len(w) < 3 and w not in _ABBREVIATIONS:
             continue
         w = _ABBREVIATIONS.get(w, w)
-        if w in _NOT_A_TOPIC or "'" in w:
-            continue
+        if w in _NOT_A_TOPIC or "'" in w or _AN_ID.search(w):
+            continue  # "CHG-2291", "cache-03": one thing's id, not what a rule is about
         stem = _stem(w)
         if stem not in _NOT_A_TOPIC_STEMS:
             out.add(stem)

@@ -340,3 +340,7 @@ def test_the_person_a_rule_names_is_a_slot_of_its_own() -> None:
     assert mine.persons == {"kwame"}
     assert conflict(mine, to_maria, strong=False) == "named"
     assert slots("not to me please, escalations go to Maria", people=team, speaker="tom").persons == {"maria"}
+
+
+def test_an_id_or_a_contraction_is_no_topic() -> None:
+    assert topics("CHG-2291 for the cache-03 upgrade, dont touch prod without it") == {"upgrad", "touch", "production"}
