@@ -48,3 +48,7 @@ def test_two_hard_case_weeks_offline(
     # that reads as an order to it, from recall, the patterns or MEMORY.md.
     assert c.get("drafts_in_recall", 0) == 0
     assert c.get("injection_effects", 0) == 0
+    # Targets these two weeks meet since the topic, value and person slots (issue 10): no pattern
+    # holds two values of one belief, and what is learned is a belief.
+    assert c.get("silent_merges", 0) == 0
+    assert r["headline"]["belief_precision"] >= 0.95, r["headline"]
