@@ -773,27 +773,28 @@ _ABBREVIATIONS = {
     "cfg": "configuration",
     "docs": "documentation",
     "doc": "documentation",
-    "qa": "qa",
-    "ci": "ci",
     "oncall": "on-call",
     "on call": "on-call",
     "rc": "release-candidate",
 }
+_SHORT_TOPICS = frozenset({"qa", "ci", "ui", "ux", "os", "vm", "ip", "hr", "ml", "ai"})
 _AN_ID = re.compile(r"-\d|\d{3,}")
 _PHRASES = re.compile(r"\b(pull requests?|merge requests?|post mortems?|on call)\b")
 _TOPIC_WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
 
 
+@lru_cache(maxsize=16384)
 def topics(text: str) -> frozenset[str]:
     """The words a statement is about ("refund", "pull-request", "timesheet"): what is left when the
-    words of any rule, any chat and any time are removed, one spelling per thing (abbreviations
-    spelled out, a plural as its singular). Cheap and offline: grouping uses the ones that are rare
-    in a team's window to bring paraphrases together that an embedding keeps apart."""
+    words of any rule, any chat and any time are removed, and ids; one spelling per thing
+    (abbreviations spelled out, inflections stemmed: "forces", "forced" → "forc"). Cheap and offline:
+    grouping uses the ones that are rare in a team's window to bring paraphrases together that an
+    embedding keeps apart, and polarity (``Slots.denied``/``affirmed``) is read on them."""
     low = _PHRASES.sub(lambda m: _ABBREVIATIONS.get(m.group(1), m.group(1)).replace(" ", "-"), _clean(text).casefold())
     out: set[str] = set()
     for w in _TOPIC_WORD.findall(low):
         w = w.strip("'-")
-        if len(w) < 3 and w not in _ABBREVIATIONS:
+        if len(w) < 3 and w not in _ABBREVIATIONS and w not in _SHORT_TOPICS:
             continue
         w = _ABBREVIATIONS.get(w, w)
         if w in _NOT_A_TOPIC or "'" in w or _AN_ID.search(w):

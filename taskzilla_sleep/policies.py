@@ -190,23 +190,24 @@ class Candidate:
 STRONG_SIMILARITY = 0.75
 
 
-def same_value(a: Slots, b: Slots) -> bool:
-    """Both name a value of one kind (amount, count, duration, time, weekday, date), share it, and
-    disagree on none."""
+_VALUE_KINDS = ("amount", "count", "duration", "time", "weekday", "date")
+# A value that names one thing by itself: an amount or a count is keyed by what it counts.
+_KEYED = ("amount", "count")
+
+
+def same_value(a: Slots, b: Slots, kinds: Sequence[str] = _VALUE_KINDS) -> bool:
+    """Both name a value of one of ``kinds``, share it, and disagree on no slot."""
     va, vb = a.values(), b.values()
-    shared = any(va[k] & vb[k] for k in ("amount", "count", "duration", "time", "weekday", "date"))
-    return shared and conflict(a, b, strong=False) is None
+    return any(va[k] & vb[k] for k in kinds) and conflict(a, b, strong=False) is None
 
 
 def same_specific_value(a: Slots, b: Slots, one_topic: bool) -> bool:
-    """Both state one specific value and disagree on none: an amount or a count of one thing ("3
-    reminders before auto-close" and "the flow is 3 reminders now": one belief however worded), or —
-    when they are about one thing (``one_topic``: a topic word in common) — a duration, a time of day or
-    a day of the month ("standup before 10:00" and "handoff on Monday at 10:00" are two beliefs). A
-    shared weekday is never enough: many unrelated statements name a Friday."""
-    va, vb = a.values(), b.values()
-    kinds = ("amount", "count", "duration", "time", "date") if one_topic else ("amount", "count")
-    return any(va[k] & vb[k] for k in kinds) and conflict(a, b, strong=False) is None
+    """They state one specific value: an amount or a count of one thing ("3 reminders before
+    auto-close" and "the flow is 3 reminders now": one belief however worded), or — when they are about
+    one thing (``one_topic``: a topic word in common) — a duration, a time of day or a day of the month
+    ("standup before 10:00" and "handoff on Monday at 10:00" are two beliefs). A shared weekday is never
+    enough: many unrelated statements name a Friday."""
+    return same_value(a, b, ("amount", "count", "duration", "time", "date") if one_topic else _KEYED)
 
 
 def disagree(a: Slots, b: Slots, similarity: float) -> str | None:

@@ -569,7 +569,7 @@ def _names(members: Sequence[Episode], ents: dict[str, list[dict[str, Any]]]) ->
     return sorted({r["name"] for e in members for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")})
 
 
-def _slots_of(e: Episode, ents: dict[str, list[dict[str, Any]]], people: frozenset[str] = frozenset()) -> Slots:
+def _slots_of(e: Episode, ents: dict[str, list[dict[str, Any]]], people: frozenset[str]) -> Slots:
     return slots(e.text, _names([e], ents), people, e.author)
 
 
