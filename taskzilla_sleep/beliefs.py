@@ -327,7 +327,13 @@ def _statement_kind(text: str, people: frozenset[str]) -> Kind:
     # "Nightly build #1482: green" reports one run of a recurring thing: "nightly" is no rule there.
     if _STATUS.search(stated[0]) and not (team or prohibits) and not _HABITUAL.search(_RECURRING_THING.sub(" ", body)):
         return Kind.STATUS
-    if _ONE_OFF.search(body) and not _HABITUAL.search(body) and not team:
+    if (
+        _ONE_OFF.search(body)
+        and not _HABITUAL.search(body)
+        and not team
+        # "UI PRs = before & after screenshots. Two of yesterday's had none": the rule is a sentence of its own
+        and not any(_general(x) and not _ONE_OFF.search(x) for x in stated)
+    ):
         return Kind.LOGISTICS
     team = team or prohibits
     if len(words(body)) < 3 and not team:

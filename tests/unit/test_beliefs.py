@@ -313,6 +313,8 @@ def test_two_schedules_that_share_one_day_still_disagree() -> None:
         ("Restart the print spooler before you call the vendor", Kind.BELIEF),  # an imperative opens it
         ("Finally did my expenses. Expense reports are due by the 5th", Kind.BELIEF),  # a rule beside an anecdote
         ("I always take the window seat", Kind.PERSONAL),
+        ("Schema changes = a migration file plus a rollback. Yesterday's hotfix had neither", Kind.BELIEF),
+        ("Lunch at the Thai place today, meet at the lift", Kind.LOGISTICS),
     ],
 )
 def test_the_gate_reads_each_sentence(text: str, kind: Kind) -> None:
