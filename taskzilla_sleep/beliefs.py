@@ -745,6 +745,8 @@ _NOT_A_TOPIC_WORDS = """
     monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat sun
     morning afternoon evening night tonight minute minutes hour hours am pm eod asap etc via per
     dont cant wont isnt arent doesnt didnt wasnt shouldnt couldnt wouldnt im ive youre thats lets theres
+    post posted posting write wrote written send sent add added check checked link share tell told read include
+    mention ping wait reply answer
 """
 _NOT_A_TOPIC = frozenset(_NOT_A_TOPIC_WORDS.split())
 _NOT_A_TOPIC_STEMS = frozenset(_stem(w) for w in _NOT_A_TOPIC) | _NOT_A_TOPIC
@@ -766,7 +768,6 @@ _ABBREVIATIONS = {
     "dbs": "database",
     "repo": "repository",
     "repos": "repository",
-    "pm": "postmortem",
     "post-mortem": "postmortem",
     "post mortem": "postmortem",
     "postmortems": "postmortem",
@@ -786,7 +787,7 @@ _ABBREVIATIONS = {
 _SHORT_TOPICS = frozenset({"qa", "ci", "ui", "ux", "os", "vm", "ip", "hr", "ml", "ai"})
 _AN_ID = re.compile(r"-\d|\d{3,}")
 _PHRASES = re.compile(r"\b(pull requests?|merge requests?|post mortems?|on call)\b")
-_TOPIC_WORD = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]", re.UNICODE)
+_TOPIC_WORD = re.compile(r"(?<!\w)[^\W\d_][\w'-]*[^\W_]|(?<!\w)[^\W\d_]", re.UNICODE)  # "6pm" is no "pm"
 
 
 @lru_cache(maxsize=16384)
