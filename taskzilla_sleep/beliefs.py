@@ -643,6 +643,13 @@ _PERMITS = re.compile(
 )
 
 
+_MANNER = re.compile(
+    r"\b(by hand|manual|manually|directly|straight (to|into|in)|(in|from|via) the (console|ui|web ui|portal)|"
+    r"by clicking|click(ing)? (in|around))\b",
+    re.I,
+)
+
+
 def _polarity(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """The topic words a negation governs (the rest of its clause, at most five words on: "no overnight
     jobs", "minors don't force updates") and those of clauses that say a thing is done, allowed or
@@ -653,7 +660,9 @@ def _polarity(text: str) -> tuple[frozenset[str], frozenset[str]]:
     affirmed: set[str] = set()
     for clause in _CLAUSE.split(text):
         negations = list(_NEGATION.finditer(clause))
-        if negations and not double and not _AFFIRMED.search(text):
+        # "don't change resources by hand": the negation forbids a way of doing it (the rule says the
+        # other way, like "always X, never Y"), not the thing.
+        if negations and not double and not _AFFIRMED.search(text) and not _MANNER.search(clause):
             for m in negations:
                 denied |= topics(" ".join(clause[m.end() :].split()[:5]))
         elif not negations and _PERMITS.search(clause):
@@ -706,8 +715,11 @@ def conflict(a: Slots, b: Slots, strong: bool = True) -> str | None:
         return "named"
     if strong and a.negated != b.negated:
         return "polarity"
-    if a.denied & b.affirmed or a.affirmed & b.denied:
-        return "polarity"  # one says "no overnight jobs", the other "overnight jobs are fine"
+    if len(a.denied & b.affirmed) >= 2 or len(a.affirmed & b.denied) >= 2:
+        # One says "no overnight jobs on the shared nodes", the other "overnight jobs on the shared nodes
+        # are fine". One word is not enough: "changes go through terraform" and "don't change resources
+        # by hand" state one rule.
+        return "polarity"
     return None
 
 

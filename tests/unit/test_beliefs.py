@@ -282,6 +282,7 @@ def test_a_topic_said_and_denied_is_a_reversal_at_any_similarity(old: str, new: 
         ("Never merge your own pull request", "Someone else merges your pull request, always"),  # affirmed rule
         ("No release without a changelog entry", "Each release gets a changelog entry"),  # double negative
         ("We do not ship on Sundays", "Sunday shipping breaks the on-call rota"),  # a mention, not a permission
+        ("Schema changes always go through a migration", "please don't change the schema by hand"),  # one word
     ],
 )
 def test_a_paraphrase_with_a_negation_is_no_reversal(a: str, b: str) -> None:
