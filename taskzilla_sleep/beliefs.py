@@ -166,7 +166,8 @@ _IMPERATIVE = re.compile(
     r"unlock|fill in|clear|back up|raise|copy|reply to|answer|reserve|clean up|escalate|upload|archive|delete|"
     r"revert|roll back|verify)\b|"
     # Verbs that are nouns as often ("switch build went from …", "lock screen"): only opening a sentence.
-    r"^(turn|lock|read|set|move|call|log|save|pin|bump|cut|request|leave|hold|stop|switch|reply|sign|schedule|"
+    r"^(take|give|bring|show|pick|turn|lock|read|set|move|call|log|save|pin|bump|cut|request|leave|hold|stop|switch|"
+    r"reply|sign|schedule|"
     r"block|route|page|pair|demo|present|store|measure|label|screenshot|flag)\s+(the|a|an|it|them|this|that|your|"
     r"all|every|each|any|off|on|up|out|in|down|back|before|after|first)\b",
     re.I,

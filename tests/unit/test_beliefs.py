@@ -312,6 +312,7 @@ def test_two_schedules_that_share_one_day_still_disagree() -> None:
         ("queue times: eu 12 min, apac 31 min", Kind.STATUS),  # "min" after a number is minutes
         ("renamed the switch config, switch build is green again", Kind.STATUS),  # a noun, not an order
         ("Restart the print spooler before you call the vendor", Kind.BELIEF),  # an imperative opens it
+        ("take a screenshot of the error before you reboot anything", Kind.BELIEF),
         ("Finally did my expenses. Expense reports are due by the 5th", Kind.BELIEF),  # a rule beside an anecdote
         ("I always take the window seat", Kind.PERSONAL),
         ("Schema changes = a migration file plus a rollback. Yesterday's hotfix had neither", Kind.BELIEF),
