@@ -656,14 +656,14 @@ def _polarity(text: str) -> tuple[frozenset[str], frozenset[str]]:
     jobs", "minors don't force updates") and those of clauses that say a thing is done, allowed or
     required. Nothing is denied when the negation states a requirement ("no merge without two
     approvals") or the rule is affirmed as well ("always staging first, never straight to prod")."""
-    double = _DOUBLE_NEGATIVE.search(text) is not None
+    denies = _DOUBLE_NEGATIVE.search(text) is None and _AFFIRMED.search(text) is None
     denied: set[str] = set()
     affirmed: set[str] = set()
     for clause in _CLAUSE.split(text):
         negations = list(_NEGATION.finditer(clause))
         # "don't change resources by hand": the negation forbids a way of doing it (the rule says the
         # other way, like "always X, never Y"), not the thing.
-        if negations and not double and not _AFFIRMED.search(text) and not _MANNER.search(clause):
+        if negations and denies and not _MANNER.search(clause):
             for m in negations:
                 denied |= topics(" ".join(clause[m.end() :].split()[:5]))
         elif not negations and _PERMITS.search(clause):

@@ -256,8 +256,9 @@ def group_episodes(
     # week is common, "timesheet" rare. Only the rare ones bring two statements together.
     df = Counter(t for c in ordered for t in c.topics)
     limit = max(2, math.ceil(rare_share * len(ordered)))
-    group_topics: list[set[str]] = []  # the rare topic words of each group's members
-    group_words: list[set[str]] = []  # all their topic words
+    # The topic words of each group's members. Rarity is a word's own (its count in the window), so
+    # the rare words a candidate shares with a group are ``rare & group_words[g]``.
+    group_words: list[set[str]] = []
     groups: list[Group] = []
     # Centroids live in one growing matrix (a row per group), so scoring a candidate is one
     # matrix-vector product, not a copy of every centroid; only the top 32 are ranked, not all.
@@ -277,16 +278,18 @@ def group_episodes(
             # two name the same value ("3 reminders" said with and without "from this week"): then
             # they state one belief whatever the wording.
             reach = similarity_threshold - entity_bonus - 2 * topic_bonus - value_bonus  # the most a bonus adds
-            other = np.nonzero((change_flags[:n_groups] != change) & (sims >= reach))[0]
-            keep = {int(gi) for gi in other if same_value(cand.slots, group_slots[int(gi)])}
-            sims[[gi for gi in np.nonzero(change_flags[:n_groups] != change)[0] if int(gi) not in keep]] = -np.inf
+            barred = change_flags[:n_groups] != change
+            for gi in np.nonzero(barred & (sims >= reach))[0]:
+                if same_value(cand.slots, group_slots[int(gi)]):
+                    barred[gi] = False
+            sims[barred] = -np.inf
             for gi in _top_k(sims, 32):
                 if not np.isfinite(sims[gi]):
                     break
                 if disagree(cand.slots, group_slots[gi], float(sims[gi])):
                     continue
                 score = float(sims[gi]) + (entity_bonus if cand.entities & entity_sets[gi] else 0.0)
-                score += topic_bonus * min(2, len(rare & group_topics[gi]))
+                score += topic_bonus * min(2, len(rare & group_words[gi]))
                 if value_bonus and same_specific_value(
                     cand.slots, group_slots[gi], bool(cand.topics & group_words[gi])
                 ):
@@ -299,7 +302,6 @@ def group_episodes(
             centroids[best] = _unit(centroids[best] * n + v)
             g.members.append(cand)
             entity_sets[best] |= cand.entities
-            group_topics[best] |= rare
             group_words[best] |= cand.topics
             group_slots[best] = union(group_slots[best], cand.slots)
         else:
@@ -313,7 +315,6 @@ def group_episodes(
             change_flags[n_groups] = change
             groups.append(Group([cand]))
             entity_sets.append(set(cand.entities))
-            group_topics.append(set(rare))
             group_words.append(set(cand.topics))
             group_slots.append(cand.slots)
     return [g for g in groups if len(g.members) >= min_size]
