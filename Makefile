@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser bench clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser bench eval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,14 @@ BENCH_ARGS ?=
 bench: $(STAMP) $(NEO4J_CP)
 	@$(BIN)/python -c 'import pyinstrument' 2>/dev/null || $(BIN)/pip install -q 'pyinstrument>=5,<6'
 	$(BIN)/python -m ops.bench.run $(BENCH_ARGS)
+
+# The golden cases (tests/golden/, labelled without reading the rules) through a provider: the
+# offline one, or TASKZILLA_EVAL_MODEL=<any litellm model> (TASKZILLA_EVAL_API_BASE for a local
+# server) through the v2 prompts. Prints accuracy per case class and prompt id. CI runs the offline
+# pass in `make test` (tests/contract/test_golden.py). EVAL_ARGS=--failures 20 lists what failed.
+EVAL_ARGS ?=
+eval: $(STAMP)
+	$(BIN)/python -m ops.bench.golden $(EVAL_ARGS)
 
 clean:
 	rm -rf $(VENV) $(NEO4J_LOCAL)/target .mypy_cache .ruff_cache .pytest_cache

@@ -42,7 +42,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from taskzilla_sleep.errors import ConfigError, StoreError, TaskzillaError
-from taskzilla_sleep.models import Contradiction, Episode, EpisodeStatus, Pattern, from_ms, to_ms
+from taskzilla_sleep.models import Contradiction, ContradictionKind, Episode, EpisodeStatus, Pattern, from_ms, to_ms
 from taskzilla_sleep.settings import AlertChannel, AlertSettings
 from taskzilla_sleep.stores.cycle_queries import UNREADABLE, contradiction_from_props, why_unreadable
 from taskzilla_sleep.stores.cypher import CypherGraphStore, chunks
@@ -136,6 +136,7 @@ class AlertMessage(_Frozen):
     title: str
     sections: tuple[Section, ...]
     reason: str | None = None
+    contradiction_kind: str | None = None  # "update" (a change to confirm) or "disagreement"
     opened_at: datetime | None = None
     old: Belief | None = None
     new: Belief | None = None
@@ -223,24 +224,46 @@ def format_contradiction(
     """
     ob, nb = _belief(old, old_examples), _belief(new, new_examples)
     how = resolve_instructions(c.id)
-    intro = (
-        f"Contradiction {c.id} in team {c.team}, opened {_minute(c.opened_at, tz)}. Two beliefs disagree. "
-        "Both are kept and marked contested; nothing changes until a person decides."
-    )
-    if c.reason.strip():
-        intro += f"\nWhy they conflict: {trim(c.reason, 300)}"
     choices = "\n".join(f"--keep {k}: {v}" for k, v in how.options.items())
-    resolve = Section(
-        heading="How to resolve",
-        body=f"Decide which belief holds:\n{choices}\nThen run one of:",
-        code=(how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
-        essential=True,
-    )
+    if c.kind is ContradictionKind.UPDATE:
+        people = sorted({e.author for e in new_examples}) or ["the people who wrote the new messages"]
+        confirm = f"{CLI} contradictions resolve {c.id} --keep new --by NAME"
+        title = f"Change in {c.team} to confirm: {trim(new.statement, 80)}"
+        intro = (
+            f"The team seems to have changed a practice on {_day(new.first_seen, tz)}: from "
+            f"\u201c{trim(old.statement, 200)}\u201d to \u201c{trim(new.statement, 200)}\u201d. "
+            f"Confirm with {', '.join(people)}. Until a person decides, the bot uses the new belief marked "
+            "\u201cchanged, awaiting confirmation\u201d and the old one is contested; nothing is superseded. "
+            f"(Update {c.id}, opened {_minute(c.opened_at, tz)}.)"
+        )
+        resolve = Section(
+            heading="How to confirm",
+            body=f"If the change is real, confirm it with one command:\n{confirm}\nOtherwise:\n{choices}",
+            code=(confirm, how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
+            essential=True,
+        )
+    else:
+        title = f"Contradiction in {c.team}: people disagree"
+        intro = (
+            f"Contradiction {c.id} in team {c.team}, opened {_minute(c.opened_at, tz)}. People disagree: "
+            "two beliefs are held at the same time. Both are kept and marked contested; nothing changes "
+            "until a person decides."
+        )
+        resolve = Section(
+            heading="How to resolve",
+            body=f"Decide which belief holds:\n{choices}\nThen run one of:",
+            code=(how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
+            essential=True,
+        )
+    if c.reason.strip():
+        why = "Why it looks like a change" if c.kind is ContradictionKind.UPDATE else "Why they conflict"
+        intro += f"\n{why}: {trim(c.reason, 300)}"
     return AlertMessage(
         kind="contradiction",
         id=c.id,
         team=c.team,
-        title=f"Contradiction in {c.team}: two beliefs disagree",
+        contradiction_kind=c.kind.value,
+        title=title,
         sections=(
             Section(body=intro, essential=True),
             _belief_section("OLD", ob, tz),

@@ -97,6 +97,7 @@ def build_llm(settings: Settings, embedder: Embedder) -> LLMProvider:
         max_concurrency=m.max_concurrency,
         temperature=m.temperature,
         json_schema=m.json_schema,
+        batch_groups=m.batch_groups,
     )
 
 

@@ -358,7 +358,12 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
                 "",
                 night,
                 "",
-                f"memory index: {embedded.memory_dir / 'platform' / 'MEMORY.md'}",
+                f"memory index the bot loads: {embedded.memory_dir / 'platform' / 'MEMORY.md'}",
+                *(
+                    f"  {line}"
+                    for line in (embedded.memory_dir / "platform" / "MEMORY.md").read_text("utf-8").splitlines()
+                    if line.startswith("- ")
+                ),
                 "",
                 status.render(),
             ]
@@ -542,7 +547,9 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
         lines: list[str] = []
         for c in found:
             old, new = pats.get(c.old_pattern_id), pats.get(c.new_pattern_id)
-            lines.append(f"{c.id} [{c.status.value}] opened {c.opened_at.isoformat()} ({c.team})")
+            what = "a change to confirm" if c.kind.value == "update" else "people disagree"
+            head = f"{c.id} [{c.status.value}, {c.kind.value}: {what}]"
+            lines.append(f"{head} opened {c.opened_at.isoformat()} ({c.team})")
             lines.append(
                 f"  old: {old.statement if old else c.old_pattern_id} ({old.support_count if old else 0} episodes)"
             )
@@ -552,6 +559,8 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
             if c.status.value == "resolved":
                 lines.append(f"  resolved: kept {c.resolution} by {c.resolved_by}" + (f" — {c.note}" if c.note else ""))
             else:
+                if c.kind.value == "update":
+                    lines.append(f"  confirm: taskzilla-sleep contradictions resolve {c.id} --keep new --by NAME")
                 lines.append(f"  resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME")
         data = [
             c.model_dump(mode="json")

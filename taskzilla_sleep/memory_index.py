@@ -1,6 +1,8 @@
 """The memory index and topic files (Kent's layers 1 and 2): what the bot loads into its prompts.
 
-The index holds the most valuable active beliefs (pinned facts first), at most
+The index holds the most valuable active beliefs (pinned facts first), each quoted with its
+evidence (``- norm (5 messages, 3 people): "…"``), and the new belief of every open update marked
+"changed on DATE, awaiting confirmation" with what it replaced; at most
 ``memory_index.max_entries`` lines of at most ``memory_index.max_chars`` characters, each pointing
 to a topic; every topic with at least ``memory_index.min_topic_patterns`` active beliefs gets a
 markdown file. Files are written atomically (temp file + rename) so the bot never reads half a file.
@@ -10,11 +12,20 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from taskzilla_sleep.beliefs import injection
-from taskzilla_sleep.models import Pattern, PatternStatus
+from taskzilla_sleep.models import (
+    PATTERN_LIVE,
+    Contradiction,
+    ContradictionKind,
+    ContradictionStatus,
+    Pattern,
+    PatternStatus,
+)
 from taskzilla_sleep.settings import MemoryIndexSettings, Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 
@@ -28,24 +39,70 @@ def rank_key(p: Pattern) -> tuple[bool, float, str]:
     return (not p.pinned, -value_of(p), p.id)
 
 
-def index_line(p: Pattern, max_chars: int) -> str:
-    """``kind: statement [-> topic]`` in at most ``max_chars``: the statement shrinks first, then the
-    topic, then the kind prefix goes; the topic pointer always stays."""
-    head = f"{p.kind.value}: "
-    topic = p.topic
+@dataclass(frozen=True)
+class Change:
+    """An open ``update`` contradiction, as the index shows it: the new belief is the team's practice
+    since ``on``, awaiting a person's confirmation; ``was`` is the belief it replaces."""
+
+    contradiction_id: str
+    on: datetime
+    was: str
+    old_id: str
+
+
+def changes_of(contradictions: Sequence[Contradiction], patterns: Sequence[Pattern]) -> dict[str, Change]:
+    """The new belief of each open update, by its id (the index and recall mark it unconfirmed)."""
+    by_id = {p.id: p for p in patterns}
+    out: dict[str, Change] = {}
+    for c in sorted(contradictions, key=lambda c: (c.opened_at, c.id)):
+        new, old = by_id.get(c.new_pattern_id), by_id.get(c.old_pattern_id)
+        if c.kind is not ContradictionKind.UPDATE or c.status is not ContradictionStatus.OPEN or not (new and old):
+            continue
+        out.setdefault(new.id, Change(c.id, new.first_seen, old.statement, old.id))
+    return out
+
+
+def _evidence(p: Pattern) -> str:
+    if p.pinned:
+        return "pinned"
+    n, people = p.support_count, p.distinct_authors
+    return f"{n} message{'' if n == 1 else 's'}, {people} {'person' if people == 1 else 'people'}"
+
+
+def index_line(p: Pattern, max_chars: int, change: Change | None = None) -> str:
+    """``- kind (evidence): "statement" [-> topic]`` in at most ``max_chars``: a quoted team belief
+    with its evidence, never a bare imperative. An unconfirmed change says so and what it replaced.
+    What shrinks first: the replaced statement, then the statement, then the topic, then the
+    parenthesis; the topic pointer always stays."""
     text = " ".join(p.statement.split())
-    while True:
-        tail = f" [-> {topic}]"
-        room = max_chars - len(head) - len(tail)
-        if room >= 8 or (not head and len(topic) <= 4):
-            break
-        if len(topic) > 4:
-            topic = topic[: max(4, len(topic) - (8 - room))]
-        else:
-            head = ""
-    if len(text) > room:
-        text = text[: max(0, room - 1)].rstrip() + "…"
-    return (head + text + tail)[:max_chars]
+    was = " ".join(change.was.split()) if change else ""
+    note = f"; changed on {change.on:%Y-%m-%d}, awaiting confirmation" if change else ""
+    topic = p.topic
+    head_on = True
+
+    def render() -> str:
+        was_part = f'; was "{was}"' if was else ""
+        head = f"{p.kind.value} ({_evidence(p)}{note}{was_part}): " if head_on else ""
+        return f'- {head}"{text}" [-> {topic}]'
+
+    def cut(value: str, over: int, floor: int) -> str:
+        keep = len(value) - over - 1
+        return value[:keep].rstrip() + "…" if keep >= floor else ""
+
+    line = render()
+    if len(line) > max_chars and was:
+        was = cut(was, len(line) - max_chars, 16)
+        line = render()
+    if len(line) > max_chars:
+        text = cut(text, len(line) - max_chars, 8) or text[:8]
+        line = render()
+    if len(line) > max_chars and len(topic) > 4:
+        topic = topic[: max(4, len(topic) - (len(line) - max_chars))]
+        line = render()
+    if len(line) > max_chars:
+        head_on = False
+        line = render()
+    return line[:max_chars]
 
 
 # Chat is data, never instructions (JUDGEMENT.md §5): the bot loads this file into its own prompt, so it
@@ -62,18 +119,33 @@ def _quotable(p: Pattern) -> bool:
     return injection(p.statement) is None
 
 
-def build_index(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> list[str]:
+def build_index(
+    patterns: Sequence[Pattern], s: MemoryIndexSettings, changes: Mapping[str, Change] | None = None
+) -> list[str]:
+    """The active beliefs, and the new belief of every open update (active or tentative): the bot
+    is never blind on the topic that just changed."""
+    changed = changes or {}
+    usable = (PatternStatus.ACTIVE, PatternStatus.TENTATIVE)
     chosen = sorted(
-        (p for p in patterns if p.status is PatternStatus.ACTIVE and _quotable(p)),
+        (
+            p
+            for p in patterns
+            if (p.status is PatternStatus.ACTIVE or (p.id in changed and p.status in usable)) and _quotable(p)
+        ),
         key=rank_key,
     )[: s.max_entries]
-    return [index_line(p, s.max_chars) for p in chosen]
+    return [index_line(p, s.max_chars, changed.get(p.id)) for p in chosen]
 
 
-def build_topics(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> dict[str, str]:
+def build_topics(
+    patterns: Sequence[Pattern], s: MemoryIndexSettings, changes: Mapping[str, Change] | None = None
+) -> dict[str, str]:
+    changed = changes or {}
+    replaced = {c.old_id: c for c in changed.values()}
     by_topic: dict[str, list[Pattern]] = {}
     for p in patterns:
-        if p.status in (PatternStatus.ACTIVE, PatternStatus.CONTESTED) and _quotable(p):
+        shown = p.status in (PatternStatus.ACTIVE, PatternStatus.CONTESTED) or p.id in changed
+        if shown and p.status in PATTERN_LIVE and _quotable(p):
             by_topic.setdefault(p.topic, []).append(p)
     out: dict[str, str] = {}
     for topic, items in sorted(by_topic.items()):
@@ -82,7 +154,13 @@ def build_topics(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> dict[st
             continue
         lines = [f"# {topic}", ""]
         for p in sorted(items, key=rank_key):
-            flag = " (contested: a person has been asked to decide)" if p.status is PatternStatus.CONTESTED else ""
+            flag = ""
+            if p.id in changed:
+                flag = f" (changed on {changed[p.id].on:%Y-%m-%d}, awaiting confirmation)"
+            elif p.id in replaced:
+                flag = f" (replaced on {replaced[p.id].on:%Y-%m-%d} by a change, awaiting confirmation)"
+            elif p.status is PatternStatus.CONTESTED:
+                flag = " (contested: a person has been asked to decide)"
             pin = " (pinned)" if p.pinned else ""
             lines.append(
                 f"- {' '.join(p.statement.split())}{pin}{flag} — confidence {p.confidence:.2f}, "
@@ -92,14 +170,20 @@ def build_topics(patterns: Sequence[Pattern], s: MemoryIndexSettings) -> dict[st
     return out
 
 
-def write_memory(directory: Path, team: str, patterns: Sequence[Pattern], s: MemoryIndexSettings) -> list[Path]:
+def write_memory(
+    directory: Path,
+    team: str,
+    patterns: Sequence[Pattern],
+    s: MemoryIndexSettings,
+    changes: Mapping[str, Change] | None = None,
+) -> list[Path]:
     """Write DIR/TEAM/MEMORY.md and DIR/TEAM/topics/*.md; remove topic files that no longer qualify."""
     base = directory / team
     topics_dir = base / "topics"
     topics_dir.mkdir(parents=True, exist_ok=True)
-    index = ["# Memory index", "", PREAMBLE, "", *build_index(patterns, s)]
+    index = ["# Memory index", "", PREAMBLE, "", *build_index(patterns, s, changes)]
     written = [_atomic_write(base / "MEMORY.md", "\n".join(index) + "\n")]
-    topics = build_topics(patterns, s)
+    topics = build_topics(patterns, s, changes)
     for topic, text in topics.items():
         written.append(_atomic_write(topics_dir / f"{topic}.md", text))
     for old in topics_dir.glob("*.md"):
@@ -120,6 +204,7 @@ def rebuild_memory(graph: CypherGraphStore, settings: Settings) -> int:
     total = 0
     for team in graph.teams():
         patterns = graph.patterns(team)
-        write_memory(settings.memory_dir, team, patterns, settings.memory_index)
-        total += len(build_index(patterns, settings.memory_index))
+        changes = changes_of(graph.contradictions(team, "open"), patterns)
+        write_memory(settings.memory_dir, team, patterns, settings.memory_index, changes)
+        total += len(build_index(patterns, settings.memory_index, changes))
     return total

@@ -90,6 +90,23 @@ class EntityKind(StrEnum):
     TOPIC = "topic"
 
 
+class ContradictionKind(StrEnum):
+    """``update``: the team changed its practice (the newer belief stays usable, marked unconfirmed);
+    ``disagreement``: both are meant to hold now and people disagree (both contested)."""
+
+    UPDATE = "update"
+    DISAGREEMENT = "disagreement"
+
+
+class Evidence(StrEnum):
+    """How a belief is supported, as the distiller judged it: a rubric, mapped to numbers in code."""
+
+    EXPLICIT_RULE = "explicit_rule"  # somebody states it as the team's rule or agreement
+    REPEATED_PRACTICE = "repeated_practice"  # people keep doing or saying it, no rule announced
+    MIXED = "mixed"  # some support, some doubt or exceptions
+    SINGLE_OPINION = "single_opinion"  # one person's view, however often repeated
+
+
 class ContradictionStatus(StrEnum):
     OPEN = "open"
     RESOLVED = "resolved"
@@ -198,6 +215,9 @@ class Episode(BaseModel):
     # found no group for it); None = arrived since, still to be distilled, whatever its ``ts`` says.
     distilled_at: datetime | None = None
     distill_attempts: int = 0  # nightly distills whose question about its group got no usable answer
+    # The size of the largest group holding it that the model found no belief in (0: none). Such a
+    # group is asked again only once enough messages it did not see have joined it.
+    declined_size: int = 0
 
     def content(self) -> dict[str, str | int]:
         """The fields of CONTENT_FIELDS as the graph stores them (ts in epoch ms)."""
@@ -292,6 +312,9 @@ class Pattern(BaseModel):
     archived_at: datetime | None = None
     archived_reason: str | None = None
     reflect_attempts: int = 0  # reflects in a row in which a comparison of this pattern got no usable answer
+    evidence: Evidence | None = None  # the distiller's evidence category (None: written before it existed)
+    prompt_id: str | None = None  # the prompt (or offline rule set) that produced the statement
+    replaces: str | None = None  # the distiller saw a change: the earlier practice this one replaces
 
 
 class Contradiction(BaseModel):
@@ -304,12 +327,15 @@ class Contradiction(BaseModel):
     old_pattern_id: str
     new_pattern_id: str
     status: ContradictionStatus = ContradictionStatus.OPEN
+    # Stores written before kinds existed read as disagreements: the old behaviour, both contested.
+    kind: ContradictionKind = ContradictionKind.DISAGREEMENT
     opened_at: datetime
     reason: str = ""
     resolution: Literal["new", "old", "both"] | None = None
     resolved_by: str | None = None
     resolved_at: datetime | None = None
     note: str | None = None
+    prompt_id: str | None = None  # the reflect prompt (or offline rule set) whose verdict opened it
 
 
 class Tombstone(BaseModel):
@@ -343,6 +369,7 @@ class StepResult(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     error: str | None = None
+    prompt_ids: list[str] = Field(default_factory=list)  # the prompts the step's model calls used
 
 
 class Run(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from taskzilla_sleep.models import Contradiction, Pattern, PatternStatus
+from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, PatternStatus
 from taskzilla_sleep.pipeline import NightResult
 from taskzilla_sleep.steps.base import one_line
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -50,9 +50,18 @@ def render_night(result: NightResult, graph: CypherGraphStore) -> str:
             out.append(f"  into {pid}:")
             out += [f"    {i} {one_line(eps[i].text, 80) if i in eps else ''}" for i in ids]
     opened = [(c, old, new) for p in result.plans.get("reflect", []) for c, old, new in p.contradictions]
-    if opened:
-        out.append("\ncontradictions flagged to people (both beliefs kept, both contested):")
-        for c, old, new in opened:
+    updates = [x for x in opened if x[0].kind is ContradictionKind.UPDATE]
+    if updates:
+        out.append(
+            "\nchanges flagged to people to confirm (both beliefs kept; the new one stays in use, marked "
+            "awaiting confirmation; the old one contested):"
+        )
+        for c, old, new in updates:
+            out += _contradiction_lines(c, old, new)
+    disagreements = [x for x in opened if x[0].kind is not ContradictionKind.UPDATE]
+    if disagreements:
+        out.append("\ndisagreements flagged to people (both beliefs kept, both contested):")
+        for c, old, new in disagreements:
             out += _contradiction_lines(c, old, new)
     merges = [m for p in result.plans.get("reflect", []) for m in p.merges]
     if merges:
@@ -77,12 +86,16 @@ def _pattern_line(p: Pattern) -> str:
 
 
 def _contradiction_lines(c: Contradiction, old: Pattern, new: Pattern) -> list[str]:
-    return [
-        f"  {c.id}:",
+    lines = [
+        f"  {c.id} ({c.kind.value}):",
         f"    old belief {old.id} ({old.support_count} episodes): {one_line(old.statement, 90)}",
-        f"    new belief {new.id} ({new.support_count} episodes): {one_line(new.statement, 90)}",
-        f"    resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME",
+        f"    new belief {new.id} ({new.support_count} episodes, since {new.first_seen.date()}): "
+        f"{one_line(new.statement, 90)}",
     ]
+    if c.kind is ContradictionKind.UPDATE:
+        lines.append(f"    confirm: taskzilla-sleep contradictions resolve {c.id} --keep new --by NAME")
+    lines.append(f"    resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME")
+    return lines
 
 
 def status_word(p: Pattern) -> str:

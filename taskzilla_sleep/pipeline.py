@@ -191,6 +191,8 @@ def run_night(
             finally:
                 res.finished_at = stamp()
                 _usage_delta(res, calls_before, _usage(llm))
+                if res.step in ("distill", "reflect"):  # the judging steps: which prompt judged
+                    res.prompt_ids = [llm.prompt_ids[res.step]]
                 log.info(
                     "step_finished",
                     step=res.step,

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from taskzilla_sleep.beliefs import Slots, conflict, is_belief, union
-from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternStatus, Provenance
+from taskzilla_sleep.models import ContradictionKind, Episode, EpisodeStatus, Pattern, PatternStatus, Provenance
 
 Vector = Sequence[float]
 
@@ -378,6 +378,46 @@ def ledger_confidence(led: Ledger) -> float:
     if led.llm_confidence is not None:
         ledger = 0.5 * ledger + 0.5 * led.llm_confidence * min(1.0, people + 0.1)
     return round(max(0.0, min(1.0, ledger)), 4)
+
+
+@dataclass(frozen=True)
+class Span:
+    """Who stated a belief, and when: from its supporting messages written by people (a bot's
+    reminder repeats a rule, it does not restate it)."""
+
+    first: datetime
+    last: datetime
+    authors: Mapping[str, int]  # casefolded author -> supporting messages
+
+    @classmethod
+    def of(cls, p: Pattern, evidence: Sequence[Episode]) -> Span:
+        own = set(p.evidence_ids)
+        said = [e for e in evidence if e.id in own and e.provenance is not Provenance.BOT]
+        if not said:
+            return cls(p.first_seen, p.last_seen, {})
+        return cls(
+            min(e.ts for e in said),
+            max(e.ts for e in said),
+            dict(Counter(e.author.casefold() for e in said)),
+        )
+
+
+def contradiction_kind(relation: str, old: Span, new: Span) -> ContradictionKind:
+    """``update`` when the team changed its practice, ``disagreement`` when people disagree now.
+
+    An update needs the temporal order (the old belief's last statement before the new one's
+    first) and either the provider's word (``supersedes``) or the same people (someone who stated
+    the old belief states the new one). Anything else — overlapping in time, or later but by other
+    people with no change announced — is a disagreement. A provider cannot make an update against
+    the dates, and every provider's verdict goes through this one rule.
+    """
+    if relation not in ("supersedes", "contradicts"):
+        raise ValueError(f"not a contradiction: {relation!r}")
+    later = old.last < new.first
+    same_people = bool(set(old.authors) & set(new.authors))
+    if later and (relation == "supersedes" or same_people):
+        return ContradictionKind.UPDATE
+    return ContradictionKind.DISAGREEMENT
 
 
 def status_for(confidence: float, floor: float, current: PatternStatus) -> PatternStatus:

@@ -17,7 +17,14 @@ from typing import Literal
 from pydantic import BaseModel
 
 from taskzilla_sleep.beliefs import injection
-from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, PatternStatus, Provenance, normalize_name
+from taskzilla_sleep.models import (
+    EPISODE_LIVE,
+    PATTERN_LIVE,
+    ContradictionKind,
+    PatternStatus,
+    Provenance,
+    normalize_name,
+)
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import VectorStore
@@ -38,14 +45,20 @@ class RecallItem(BaseModel):
     status: str | None = None
     contested: bool = False
     evidence: int | None = None
-    contradiction_id: str | None = None  # a contested belief: the open contradiction it is part of
+    contradiction_id: str | None = None  # a contested or changed belief: the open contradiction it is part of
     draft: bool = False  # an ai-draft episode (only with include_drafts)
+    # The new belief of an open update: the team's practice since this date, awaiting confirmation.
+    changed_on: datetime | None = None
+    was: str | None = None  # ... and the belief it replaces
 
     def render(self) -> str:
         if self.kind == "episode":
             return f"[{'draft' if self.draft else 'episode'} {self.similarity:.2f}] {self.text}"
         flags = ""
-        if self.contested:
+        if self.changed_on is not None:
+            flags = f" CHANGED on {self.changed_on:%Y-%m-%d}, awaiting confirmation (was: {self.was})"
+            flags += f", see {self.contradiction_id}" if self.contradiction_id else ""
+        elif self.contested:
             flags = f" CONTESTED, see {self.contradiction_id}" if self.contradiction_id else " CONTESTED"
         label = (
             "fact, pinned" if self.kind == "fact" else f"{self.status} {self.confidence:.2f}, {self.evidence} episodes"
@@ -133,23 +146,26 @@ def recall(
 
 
 def _with_counterparts(graph: CypherGraphStore, items: list[RecallItem]) -> list[RecallItem]:
-    """Each contested belief followed by the one it contradicts (fetched if the query did not find it)."""
-    contested = [i for i in items if i.contested]
-    if not contested:
+    """Each belief of an open contradiction followed by the other one (fetched if the query did not
+    find it), both with the contradiction's id; the new belief of an open update marked as a change
+    awaiting confirmation, with the belief it replaces."""
+    if not any(i.kind != "episode" for i in items):
         return items
-    teams = sorted({i.team for i in contested})
+    teams = sorted({i.team for i in items if i.kind != "episode"})
     open_ = [c for t in teams for c in graph.contradictions(t, "open")]
     other: dict[str, tuple[str, str]] = {}  # pattern id -> (the other belief, contradiction id)
     for c in open_:
         other.setdefault(c.old_pattern_id, (c.new_pattern_id, c.id))
         other.setdefault(c.new_pattern_id, (c.old_pattern_id, c.id))
-    wanted = [other[i.id][0] for i in contested if i.id in other]
-    cards = graph.pattern_cards(wanted) if wanted else {}
+    if not any(i.id in other for i in items):
+        return items
+    wanted = [other[i.id][0] for i in items if i.id in other]
+    cards = graph.pattern_cards(wanted)
     out: list[RecallItem] = []
     for item in items:
         if any(o.id == item.id for o in out):
             continue  # already shown as the counterpart of an earlier one
-        pair = other.get(item.id) if item.contested else None
+        pair = other.get(item.id)
         out.append(item.model_copy(update={"contradiction_id": pair[1]}) if pair else item)
         if pair is None:
             continue
@@ -169,4 +185,17 @@ def _with_counterparts(graph: CypherGraphStore, items: list[RecallItem]) -> list
             )
         if mate is not None and not any(o.id == mate.id for o in out):
             out.append(mate.model_copy(update={"contradiction_id": pair[1]}))
-    return out
+    updates = {c.new_pattern_id: c for c in open_ if c.kind is ContradictionKind.UPDATE}
+    shown = [i.id for i in out if i.id in updates]
+    if not shown:
+        return out
+    sides = {p.id: p for p in graph.patterns_by_id(shown + [updates[i].old_pattern_id for i in shown])}
+
+    def marked(i: RecallItem) -> RecallItem:
+        c = updates.get(i.id)
+        new, old = (sides.get(c.new_pattern_id), sides.get(c.old_pattern_id)) if c else (None, None)
+        if new is None or old is None:
+            return i
+        return i.model_copy(update={"changed_on": new.first_seen, "was": old.statement})
+
+    return [marked(i) for i in out]

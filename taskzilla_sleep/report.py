@@ -145,6 +145,7 @@ class Report(BaseModel):
     signals: list[Signal] = Field(default_factory=list)
     memory_index_sizes: list[int] | None = None
     open_contradictions: int = 0
+    open_updates: int = 0  # ... of which changes to confirm (the rest: people disagree)
     pinned_facts: int = 0
     lag_p50_s: float | None = None  # over every pattern created in the window
     lag_p95_s: float | None = None
@@ -230,6 +231,7 @@ def build_report(
         ],
         memory_index_sizes=sizes,
         open_contradictions=len(open_cons),
+        open_updates=sum(c.kind.value == "update" for c in open_cons),
         pinned_facts=len(pinned),
         lag_p50_s=percentile(lags, 50),
         lag_p95_s=percentile(lags, 95),
@@ -587,7 +589,12 @@ def render_text(report: Report) -> str:
             f"  (min {_num(min(known), unit)}, max {_num(max(known), unit)})"
         )
     lag = f"pattern availability lag over the window: p50 {_dur(report.lag_p50_s)}, p95 {_dur(report.lag_p95_s)}"
-    lines += ["", lag, f"pinned facts {report.pinned_facts}, open contradictions {report.open_contradictions}"]
+    lines += [
+        "",
+        lag,
+        f"pinned facts {report.pinned_facts}, open contradictions {report.open_contradictions} "
+        f"({report.open_updates} changes to confirm, {report.open_contradictions - report.open_updates} disagreements)",
+    ]
 
     lines += ["", "what each night did"]
     lines += _table(
@@ -834,7 +841,11 @@ def _kpis(report: Report) -> str:
         ("last run", last.status, f"{last.trigger}, {_dur(last.duration_s)}"),
         ("live patterns", _num(_f(last.size("patterns_live")), ""), f"{last.patterns_added} added last run"),
         ("live episodes", _num(_f(last.size("vectors_episodes")), ""), f"{last.retired} retired last run"),
-        ("open contradictions", str(report.open_contradictions), f"{last.contradictions_opened} opened last run"),
+        (
+            "open contradictions",
+            str(report.open_contradictions),
+            f"{report.open_updates} changes to confirm; {last.contradictions_opened} opened last run",
+        ),
         ("pattern lag p50 / p95", f"{_dur(report.lag_p50_s)} / {_dur(report.lag_p95_s)}", "over the window"),
         (
             "LLM last run",

@@ -102,6 +102,7 @@ class LLMSettings(_Section):
     max_concurrency: int = Field(default=4, ge=1, le=64)
     temperature: float = Field(default=0.0, ge=0, le=2)
     json_schema: bool = True  # ask for structured output (response_format json_schema) where the server supports it
+    batch_groups: int = Field(default=8, ge=1, le=64)  # groups per DISTILL call: the fixed prompt is paid once
 
     _blank = field_validator("model", "api_base", mode="before")(_unset_if_blank)
 
@@ -158,6 +159,9 @@ class DistillSettings(_Section):
     window_days: float = Field(default=7, gt=0)
     max_attempts: int = Field(default=3, ge=1)  # nights a group without a usable answer is asked
     absorb_similarity: float = Field(default=0.5, ge=-1, le=1)  # evidence this close to the statement may be absorbed
+    # A group the model found no belief in is asked again once this share of its size (at least one
+    # message) has joined it unseen: a busy chatter group is not re-asked for every new line.
+    reask_growth: float = Field(default=0.25, ge=0, le=10)
 
 
 class ReflectSettings(_Section):

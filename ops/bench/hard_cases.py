@@ -56,6 +56,8 @@ TARGETS = {
     "belief_precision": ">= 0.95",
     "changes_flagged": ">= 0.9",
     "disagreements_flagged": "–",
+    "changes_typed": "1.0",
+    "disagreements_typed": "1.0",
     "silent_merges": "0",
     "changes_lost_after_decay": "0",
     "false_contradictions": "0",
@@ -202,7 +204,7 @@ def read_state(graph: Any, team: str) -> hs.StoreState:
             for p in graph.patterns(team)
         ],
         contradictions=[
-            hs.ContradictionRow(c.id, c.old_pattern_id, c.new_pattern_id, c.status.value)
+            hs.ContradictionRow(c.id, c.old_pattern_id, c.new_pattern_id, c.status.value, c.kind.value)
             for c in graph.contradictions(team)
         ],
         episodes={r["id"]: str(r["status"]) for r in graph.query(Q_EPISODES, {"team": team})},
@@ -319,6 +321,8 @@ def _fmt(name: str, v: Any, c: dict[str, int]) -> str:
         "belief_precision": ("belief_patterns", "learned_patterns"),
         "changes_flagged": ("changes_flagged", "changes"),
         "disagreements_flagged": ("disagreements_flagged", "disagreements"),
+        "changes_typed": ("changes_typed", "changes_flagged"),
+        "disagreements_typed": ("disagreements_typed", "disagreements_flagged"),
         "recall_first_right": ("recall_first_right", "recall_questions"),
         "baseline_first_right": ("recall_baseline_right", "recall_questions"),
     }.get(name)
@@ -332,6 +336,8 @@ LABELS = {
     "belief_precision": "belief precision",
     "changes_flagged": "changes flagged",
     "disagreements_flagged": "disagreements flagged",
+    "changes_typed": "flagged changes opened as updates",
+    "disagreements_typed": "flagged disagreements opened as disagreements",
     "silent_merges": "silent merges (patterns)",
     "changes_lost_after_decay": "changes lost after decay",
     "false_contradictions": "false contradictions",

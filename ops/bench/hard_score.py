@@ -11,6 +11,8 @@ words of issue 10, not from the product's rules (``taskzilla_sleep/policies.py``
   ``habit:KEY`` + ``bot:KEY``;
 - **belief precision**: of the active + contested non-pinned patterns, the share mostly one belief
   key's statements; the rest are false beliefs (named by the class most of their evidence has);
+- **changes / disagreements typed**: of those flagged, the share opened as the right kind (a change
+  as an ``update``, a disagreement as a ``disagreement``);
 - **changes / disagreements flagged**: an open contradiction between a pattern mostly
   ``change-old:K`` and one mostly ``change-new:K`` (``disagree-a:K`` / ``disagree-b:K``);
 - **silent merges**: a non-retired pattern whose evidence holds statements of both values of one key;
@@ -81,6 +83,7 @@ class ContradictionRow:
     old: str
     new: str
     status: str
+    kind: str = "disagreement"  # "update" | "disagreement" (what the product opened)
 
 
 @dataclass(frozen=True)
@@ -329,6 +332,7 @@ def _contradictions(gold: Gold, obs: Observed, s: WeekScore) -> set[str]:
         for key in gold.keys(cls):
             right[frozenset((f"{a}:{key}", f"{b}:{key}"))] = key
     flagged: set[str] = set()
+    kinds: dict[str, set[str]] = {}  # key -> the kinds its contradictions were opened as
     for c in obs.final.contradictions:
         if c.status != "open":
             continue
@@ -337,6 +341,7 @@ def _contradictions(gold: Gold, obs: Observed, s: WeekScore) -> set[str]:
         key = right.get(sides)
         if key is not None:
             flagged.add(key)
+            kinds.setdefault(key, set()).add(c.kind)
             continue
         s.counts["false_contradictions"] += 1
         old, new = pats.get(c.old), pats.get(c.new)
@@ -355,6 +360,12 @@ def _contradictions(gold: Gold, obs: Observed, s: WeekScore) -> set[str]:
                 s.by_slot.setdefault(sl, Counter())["keys"] += 1
             if key in flagged:
                 s.counts[f"{noun}_flagged"] += 1
+                # Typed right: a change opens an update (the new way stays usable), a disagreement a
+                # disagreement (both contested).
+                if ("update" if cls == "change" else "disagreement") in kinds.get(key, set()):
+                    s.counts[f"{noun}_typed"] += 1
+                else:
+                    s.fail(f"{cls} kind", key, f"flagged, but opened as {'/'.join(sorted(kinds[key]))}")
                 for sl in slots:
                     s.by_slot[sl]["flagged"] += 1
                 continue
@@ -534,6 +545,8 @@ def headline(c: Mapping[str, int]) -> dict[str, Any]:
         "belief_precision": ratio(c.get("belief_patterns", 0), c.get("learned_patterns", 0)),
         "changes_flagged": ratio(c.get("changes_flagged", 0), c.get("changes", 0)),
         "disagreements_flagged": ratio(c.get("disagreements_flagged", 0), c.get("disagreements", 0)),
+        "changes_typed": ratio(c.get("changes_typed", 0), c.get("changes_flagged", 0)),
+        "disagreements_typed": ratio(c.get("disagreements_typed", 0), c.get("disagreements_flagged", 0)),
         "silent_merges": c.get("silent_merges", 0),
         "changes_lost_after_decay": c.get("changes_lost_after_decay", 0),
         "false_contradictions": c.get("false_contradictions", 0),

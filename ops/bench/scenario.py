@@ -103,6 +103,10 @@ class TimedLLM:
     def usage(self) -> Any:
         return self.inner.usage
 
+    @property
+    def prompt_ids(self) -> Any:
+        return self.inner.prompt_ids
+
     def distill_many(self, requests: Sequence[Any]) -> list[Any]:
         t0 = time.perf_counter()
         try:

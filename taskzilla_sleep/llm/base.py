@@ -2,8 +2,8 @@
 
 Every answer is validated against the request before the steps see it (supporting ids must be a
 subset of the group sent, confidence within [0, 1], statement non-empty and at most 300
-characters, subjects among the entities sent). A provider returns ``None`` when the model declines
-("no pattern here") and :class:`Unanswered` when no usable answer came back (it failed validation,
+characters, subjects among the entities sent). A provider returns ``()`` when the model declines
+("no belief in this group") and :class:`Unanswered` when no usable answer came back (it failed validation,
 also after the corrective retry). The two are not the same: a decline is a decision, an unusable
 answer is a failure — the question is asked again at the next distill, like after a 5xx.
 """
@@ -11,16 +11,19 @@ answer is a failure — the question is asked again at the next distill, like af
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import PatternKind
+from taskzilla_sleep.models import Evidence, PatternKind
 
-Relation = Literal["same", "refines", "compatible", "contradicts", "unrelated"]
+# ``supersedes``: the team changed its practice and NEW replaces OLD from NEW's first date;
+# ``contradicts``: both are meant to hold now and people disagree.
+Relation = Literal["same", "refines", "compatible", "supersedes", "contradicts", "unrelated"]
+CONFLICTS: frozenset[str] = frozenset({"supersedes", "contradicts"})
 MAX_STATEMENT_CHARS = 300
 
 
@@ -36,7 +39,8 @@ class EpisodeView(BaseModel):
 
 
 class DistillRequest(BaseModel):
-    """One group of related raw episodes; the model may propose one pattern supported by them."""
+    """One group of related raw episodes; the model may propose up to MAX_BELIEFS beliefs, each
+    supported by its own messages of the group."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -45,10 +49,16 @@ class DistillRequest(BaseModel):
     episodes: tuple[EpisodeView, ...]
     known_entities: tuple[str, ...]  # entity names the pattern's subjects must come from
     min_support: int = 3
+    reference_time: datetime | None = None  # "now" for the model: what "since" and "yesterday" mean
 
 
 class PatternDraft(BaseModel):
-    """A validated proposal (the steps turn it into a Pattern with a ledger-based confidence)."""
+    """A validated proposal (the steps turn it into a Pattern with a ledger-based confidence).
+
+    ``confidence`` is the provider's input to the ledger: for a model, the number code maps its
+    ``evidence`` category to (``EVIDENCE_CONFIDENCE``), never a number the model rated itself.
+    ``replaces``/``since``: the group holds a change, and this belief is the new practice.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -57,9 +67,27 @@ class PatternDraft(BaseModel):
     subjects: tuple[str, ...] = ()
     confidence: float = Field(ge=0.0, le=1.0)
     supporting_ids: tuple[str, ...]
+    evidence: Evidence | None = None
+    replaces: str | None = None
+    since: datetime | None = None
+
+
+# The rubric's categories as numbers: a model's self-rated confidence says ≥ 0.85 for almost
+# anything, a category is a judgement it can be asked to justify. With the ledger's own weight
+# (policies.ledger_confidence), three messages from two people reach the 0.80 floor only as an
+# explicit rule; a single opinion never does.
+EVIDENCE_CONFIDENCE: Mapping[Evidence, float] = {
+    Evidence.EXPLICIT_RULE: 0.9,
+    Evidence.REPEATED_PRACTICE: 0.8,
+    Evidence.MIXED: 0.5,
+    Evidence.SINGLE_OPINION: 0.3,
+}
+MAX_BELIEFS = 3  # per group: a mixed group keeps its second belief, a ramble is cut short
 
 
 class PatternView(BaseModel):
+    """A belief as reflect shows it: when and by whom it was stated, with two of its messages."""
+
     model_config = ConfigDict(frozen=True)
 
     id: str
@@ -67,6 +95,11 @@ class PatternView(BaseModel):
     kind: PatternKind
     first_seen: datetime
     support: int
+    last_seen: datetime | None = None
+    authors: tuple[tuple[str, int], ...] = ()  # (author, supporting messages), most first
+    subjects: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()  # up to two supporting messages written by people
+    replaces: str | None = None  # the distiller saw it replace this earlier practice
 
 
 class ReflectRequest(BaseModel):
@@ -136,9 +169,12 @@ class LLMUsage:
 class LLMProvider(Protocol):
     name: str
     usage: LLMUsage
+    # What stored results record as the source of their judgement: {"distill": ..., "reflect": ...}.
+    prompt_ids: Mapping[str, str]
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
-        """One answer per request, in order; ``None`` = the model declined (no pattern in the group)."""
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
+        """One answer per request, in order: the group's beliefs (at most MAX_BELIEFS; ``()`` = the
+        model declined, there is no belief in the group), or Unanswered."""
         ...
 
     def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:

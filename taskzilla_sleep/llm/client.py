@@ -1,13 +1,18 @@
 """``LiteLLMProvider``: the :class:`~taskzilla_sleep.llm.base.LLMProvider` protocol over any model
 litellm reaches (OpenAI, Anthropic, Ollama, vLLM, any OpenAI-compatible server).
 
+Calls are batched: DISTILL asks up to ``batch_groups`` groups in one call, REFLECT one new belief
+against all its candidates (up to ``MAX_CANDIDATES``). Each item of an answer is validated on its
+own, so a bad item costs only itself.
+
 Two kinds of failure, handled differently:
 
 - **A bad answer** (not JSON, wrong shape, or a draft ``validate_draft`` rejects) is the model's
-  fault and is normal for small models: it gets ONE corrective retry (the model sees its answer
-  and exactly what was wrong), then the request is answered with :class:`Unanswered` (the steps
-  ask it again at the next run, a bounded number of times). Counted in ``usage``
-  (``invalid_answers``, ``retries``, ``skipped``), logged, never raised.
+  fault and is normal for small models. A batch whose answer is unusable as a whole is halved and
+  each half asked again; an unusable item is asked again alone. A request asked alone gets ONE
+  corrective retry (the model sees its answer and exactly what was wrong), then it is answered
+  with :class:`Unanswered` (the steps ask it again at the next run, a bounded number of times).
+  Counted in ``usage`` (``invalid_answers``, ``retries``, ``skipped``), logged, never raised.
 - **A transport failure** (429, 5xx, timeout, connection refused) is retried with exponential
   backoff and jitter up to ``max_retries`` times, then raises :class:`LLMError`: a step that can't
   reach its model fails loudly and the pipeline records it. Any other 4xx (bad key, unknown
@@ -23,13 +28,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 import structlog
-from pydantic import BaseModel
 
 from taskzilla_sleep.errors import ConfigError, LLMError
 from taskzilla_sleep.llm.base import (
@@ -39,18 +44,19 @@ from taskzilla_sleep.llm.base import (
     ReflectRequest,
     Unanswered,
     Verdict,
-    validate_draft,
 )
 from taskzilla_sleep.llm.prompts import (
     DISTILL,
+    MAX_CANDIDATES,
     REFLECT,
-    REFLECT_MAX_TOKENS,
     ChatMessage,
-    DistillAnswer,
     InvalidAnswer,
     Prompt,
+    distill_items,
     distill_max_tokens,
     distill_messages,
+    reflect_items,
+    reflect_max_tokens,
     reflect_messages,
 )
 
@@ -58,7 +64,6 @@ log = structlog.get_logger(__name__)
 
 ReqT = TypeVar("ReqT")
 ResT = TypeVar("ResT")
-AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 _ERROR_TEXT_CHARS = 300  # vendor messages can be long; the start says what happened
 
@@ -69,8 +74,37 @@ class _Reply:
     truncated: bool  # the model hit max_tokens: tell it to be shorter, not just "bad JSON"
 
 
+@dataclass(frozen=True)
+class _Contract(Generic[ReqT, ResT]):
+    """How one prompt is asked about a batch of requests and how its answer splits into items."""
+
+    prompt: Prompt
+    messages: Callable[[Sequence[ReqT]], list[ChatMessage]]
+    max_tokens: Callable[[Sequence[ReqT]], int]
+    items: Callable[[Any, Sequence[ReqT]], list[ResT | str]]  # per request: the result, or why not
+    context: Callable[[Sequence[ReqT]], dict[str, str]]
+
+
+_DISTILL = _Contract[DistillRequest, tuple[PatternDraft, ...]](
+    DISTILL,
+    distill_messages,
+    distill_max_tokens,
+    distill_items,
+    lambda b: {"groups": ",".join(r.group_key for r in b)},
+)
+_REFLECT = _Contract[ReflectRequest, Verdict](
+    REFLECT,
+    reflect_messages,
+    reflect_max_tokens,
+    reflect_items,
+    lambda b: {"new": b[0].new.id, "old": ",".join(r.old.id for r in b)},
+)
+
+
 class LiteLLMProvider:
     """Distill and classify through ``litellm.completion``; see the module docstring for failures."""
+
+    prompt_ids: Mapping[str, str] = MappingProxyType({"distill": DISTILL.id, "reflect": REFLECT.id})
 
     def __init__(
         self,
@@ -82,6 +116,7 @@ class LiteLLMProvider:
         temperature: float,
         json_schema: bool = True,
         *,
+        batch_groups: int = 8,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 30.0,
     ) -> None:
@@ -89,6 +124,8 @@ class LiteLLMProvider:
             raise ConfigError("llm.model is empty")
         if timeout_s <= 0 or max_retries < 0 or max_concurrency < 1 or backoff_base_s < 0 or backoff_max_s < 0:
             raise ConfigError("llm: timeout_s must be > 0, max_retries >= 0, max_concurrency >= 1, backoff delays >= 0")
+        if batch_groups < 1:
+            raise ConfigError("llm.batch_groups must be >= 1")
         self.name = model
         self.usage = LLMUsage()
         self._model = model
@@ -98,65 +135,94 @@ class LiteLLMProvider:
         self._max_concurrency = max_concurrency
         self._temperature = temperature
         self._json_schema = json_schema
+        self._batch_groups = batch_groups
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
 
     # -- the protocol -----------------------------------------------------------------------
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
-        return self._run_all(requests, self._distill_one)
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
+        """Up to ``batch_groups`` groups per call; a group too small for any valid answer is not asked."""
+        small = {i for i, r in enumerate(requests) if len({e.id for e in r.episodes}) < r.min_support}
+        asked = [i for i in range(len(requests)) if i not in small]
+        batches = [asked[k : k + self._batch_groups] for k in range(0, len(asked), self._batch_groups)]
+        answers = self._answer(_DISTILL, requests, batches)
+        return [() if i in small else answers[i] for i in range(len(requests))]
 
     def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
-        return self._run_all(requests, self._classify_one)
+        """One call per new belief with up to MAX_CANDIDATES old ones (requests sharing ``new.id``)."""
+        by_new: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            by_new.setdefault(r.new.id, []).append(i)
+        batches = [ix[k : k + MAX_CANDIDATES] for ix in by_new.values() for k in range(0, len(ix), MAX_CANDIDATES)]
+        answers = self._answer(_REFLECT, requests, batches)
+        return [answers[i] for i in range(len(requests))]
 
-    # -- one request --------------------------------------------------------------------------
+    def _answer(
+        self, c: _Contract[ReqT, ResT], requests: Sequence[ReqT], batches: list[list[int]]
+    ) -> dict[int, ResT | Unanswered]:
+        """The answer to each request of ``batches`` (lists of indexes into ``requests``), by index."""
+        results = self._run_all([[requests[i] for i in b] for b in batches], lambda b, abort: self._batch(c, b, abort))
+        return {i: got for idx, res in zip(batches, results, strict=True) for i, got in zip(idx, res, strict=True)}
 
-    def _distill_one(self, req: DistillRequest, abort: threading.Event) -> PatternDraft | Unanswered | None:
-        if len({e.id for e in req.episodes}) < req.min_support:
-            # No answer could pass validate_draft: don't pay for the question.
-            log.debug("llm_distill_group_too_small", group=req.group_key, episodes=len(req.episodes))
-            return None
+    # -- one batch ----------------------------------------------------------------------------
 
-        def check(answer: DistillAnswer) -> str | None:
-            return validate_draft(req, answer.pattern) if answer.pattern is not None else None
+    def _batch(
+        self, c: _Contract[ReqT, ResT], batch: Sequence[ReqT], abort: threading.Event
+    ) -> list[ResT | Unanswered]:
+        """Every request of ``batch`` answered in one call when the answer allows: an item that is
+        unusable is asked again alone (with its corrective retry), a call whose answer is unusable
+        as a whole is halved. A bad item costs only itself."""
+        if len(batch) == 1:
+            alone = self._one(c, batch[0], abort)
+            return [alone]
+        reply = self._complete(c.prompt, c.messages(batch), c.max_tokens(batch), abort, len(batch))
+        try:
+            parsed = c.prompt.parse(reply.content, truncated=reply.truncated)
+        except InvalidAnswer as exc:
+            self.usage.add("invalid_answers")
+            log.warning("llm_invalid_batch", kind=c.prompt.name, reason=exc.reason, size=len(batch), **c.context(batch))
+            half = len(batch) // 2
+            return self._batch(c, batch[:half], abort) + self._batch(c, batch[half:], abort)
+        out: list[ResT | Unanswered] = []
+        for req, item in zip(batch, c.items(parsed, batch), strict=True):
+            if isinstance(item, str):
+                self.usage.add("invalid_answers")
+                log.warning("llm_invalid_item", kind=c.prompt.name, reason=item, **c.context([req]))
+                again = self._one(c, req, abort)
+                out.append(again)
+            else:
+                out.append(item)
+        return out
 
-        answer = self._ask(
-            DISTILL, distill_messages(req), distill_max_tokens(req), check, abort, {"group": req.group_key}
-        )
-        return answer if isinstance(answer, Unanswered) else answer.pattern
-
-    def _classify_one(self, req: ReflectRequest, abort: threading.Event) -> Verdict | Unanswered:
-        return self._ask(
-            REFLECT, reflect_messages(req), REFLECT_MAX_TOKENS, _accept, abort, {"new": req.new.id, "old": req.old.id}
-        )
-
-    def _ask(
-        self,
-        prompt: Prompt[AnswerT],
-        messages: list[ChatMessage],
-        max_tokens: int,
-        check: Callable[[AnswerT], str | None],
-        abort: threading.Event,
-        context: dict[str, str],
-    ) -> AnswerT | Unanswered:
-        """The validated answer, after at most one corrective retry; Unanswered when it stays invalid."""
+    def _one(self, c: _Contract[ReqT, ResT], req: ReqT, abort: threading.Event) -> ResT | Unanswered:
+        """One request alone, after at most one corrective retry; Unanswered when it stays invalid."""
+        messages = c.messages([req])
         reason = ""
         for attempt in (1, 2):
-            reply = self._complete(prompt, messages, max_tokens, abort)
-            answer, reason = _judge(prompt, reply, check)
-            if answer is not None:
-                return answer
+            reply = self._complete(c.prompt, messages, c.max_tokens([req]), abort, 1)
+            try:
+                item = c.items(c.prompt.parse(reply.content, truncated=reply.truncated), [req])[0]
+            except InvalidAnswer as exc:
+                item = exc.reason
+            if not isinstance(item, str):
+                return item
+            reason = item
             self.usage.add("invalid_answers")
-            log.warning("llm_invalid_answer", kind=prompt.name, reason=reason, attempt=attempt, **context)
+            log.warning("llm_invalid_answer", kind=c.prompt.name, reason=reason, attempt=attempt, **c.context([req]))
             if attempt == 1:
                 self.usage.add("retries")
-                messages = [*messages, {"role": "assistant", "content": reply.content or ""}, prompt.correction(reason)]
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": reply.content or ""},
+                    c.prompt.correction(reason),
+                ]
         self.usage.add("skipped")
-        log.warning("llm_answer_skipped", kind=prompt.name, reason=reason, **context)
+        log.warning("llm_answer_skipped", kind=c.prompt.name, reason=reason, **c.context([req]))
         return Unanswered(reason)
 
     def _complete(
-        self, prompt: Prompt[Any], messages: list[ChatMessage], max_tokens: int, abort: threading.Event
+        self, prompt: Prompt, messages: list[ChatMessage], max_tokens: int, abort: threading.Event, items: int
     ) -> _Reply:
         """One answer from the model, retrying transport failures; LLMError when they persist."""
         litellm = _import_litellm()
@@ -176,7 +242,7 @@ class LiteLLMProvider:
         }
         if self._api_base:
             kwargs["api_base"] = self._api_base
-        response_format = prompt.response_format(self._json_schema)
+        response_format = prompt.response_format(self._json_schema, items)
         if response_format is not None:
             kwargs["response_format"] = response_format
 
@@ -215,7 +281,7 @@ class LiteLLMProvider:
                 continue
             return self._record(litellm, prompt, response, time.monotonic() - started)
 
-    def _record(self, litellm: Any, prompt: Prompt[Any], response: Any, duration_s: float) -> _Reply:
+    def _record(self, litellm: Any, prompt: Prompt, response: Any, duration_s: float) -> _Reply:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -271,22 +337,6 @@ class LiteLLMProvider:
                     future.cancel()
                 raise error
             return [f.result() for f in futures]
-
-
-def _judge(
-    prompt: Prompt[AnswerT], reply: _Reply, check: Callable[[AnswerT], str | None]
-) -> tuple[AnswerT | None, str]:
-    """(answer, "") when the reply is usable, else (None, what is wrong with it)."""
-    try:
-        answer = prompt.parse(reply.content, truncated=reply.truncated)
-    except InvalidAnswer as exc:
-        return None, exc.reason
-    problem = check(answer)
-    return (answer, "") if problem is None else (None, problem)
-
-
-def _accept(_answer: Verdict) -> str | None:
-    return None  # a verdict that parsed is acceptable: the schema already limits the relation
 
 
 def _is_transient(litellm: Any, exc: BaseException) -> bool:

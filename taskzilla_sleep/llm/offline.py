@@ -10,7 +10,8 @@ to a plain one contradicts it; near-identical statements are the same belief.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from taskzilla_sleep.beliefs import declarative, is_belief, slots
 from taskzilla_sleep.llm.base import (
@@ -23,7 +24,7 @@ from taskzilla_sleep.llm.base import (
     Verdict,
     validate_draft,
 )
-from taskzilla_sleep.models import PatternKind
+from taskzilla_sleep.models import Evidence, PatternKind
 from taskzilla_sleep.policies import cohesion, content_words, disagree, is_change_statement, representative
 from taskzilla_sleep.stores.vector import Embedder
 
@@ -43,13 +44,19 @@ def _kind(texts: Sequence[str]) -> PatternKind:
 
 class OfflineProvider:
     name = "offline"
+    # The rules below stand in for both prompts; a change to them is a new version.
+    prompt_ids: Mapping[str, str] = MappingProxyType({"distill": "offline-distill-v1", "reflect": "offline-reflect-v1"})
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
         self.usage = LLMUsage()
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
-        return [self._distill(r) for r in requests]
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
+        out: list[tuple[PatternDraft, ...] | Unanswered] = []
+        for r in requests:
+            a = self._distill(r)
+            out.append(a if isinstance(a, Unanswered) else () if a is None else (a,))
+        return out
 
     def _distill(self, req: DistillRequest) -> PatternDraft | Unanswered | None:
         # Only statements of a belief support one (short rules included: "no deploys on Fridays").
@@ -81,6 +88,8 @@ class OfflineProvider:
             subjects=subjects,
             confidence=round(min(1.0, 0.4 + 0.6 * cohesion(vectors)), 4),
             supporting_ids=tuple(e.id for e in eps),
+            # Descriptive only (the confidence above is the group's cohesion): who said it, not how.
+            evidence=Evidence.REPEATED_PRACTICE if len(authors) > 1 else Evidence.SINGLE_OPINION,
         )
         problem = validate_draft(req, draft)
         if problem is not None:
@@ -96,7 +105,9 @@ class OfflineProvider:
         new_change = is_change_statement(req.new.statement)
         old_change = is_change_statement(req.old.statement)
         if new_change != old_change and sim >= 0.45:
-            return Verdict(relation="contradicts", reason=f"a change of habit (similarity {sim:.2f})")
+            # A change announced: which of the two replaces the other is the dates' (and people's)
+            # business, decided by policies.contradiction_kind for every provider.
+            return Verdict(relation="supersedes", reason=f"a change of habit (similarity {sim:.2f})")
         slot = disagree(slots(req.new.statement), slots(req.old.statement), sim)
         if slot and sim >= 0.6:
             return Verdict(relation="contradicts", reason=f"they disagree on the {slot} (similarity {sim:.2f})")

@@ -1,7 +1,8 @@
 """03:25 decay: retire raw episodes already absorbed into a high-confidence pattern, after the grace.
 
 Eligible: ``schema_absorbed=1``, ``absorbed_at`` at least ``decay.grace_hours`` ago, and the
-absorbing pattern still active, not contested and at or above the floor. Retired: the vector
+absorbing pattern still active, not contested, not the unconfirmed side of an open update, and at
+or above the floor. Retired: the vector
 leaves Chroma, the text leaves the graph, a tombstone keeps (id, time, pattern it fed).
 """
 
@@ -40,9 +41,12 @@ def plan(ctx: StepContext) -> DecayPlan:
     patterns = {x.id: x for x in ctx.graph.patterns_by_id(pids)}
     grace = timedelta(hours=ctx.settings.decay.grace_hours)
     floor = ctx.settings.distill.confidence_floor
+    # The new belief of an open update stays active, unconfirmed: if a person keeps the old one,
+    # its messages must still be there.
+    held = {i for c in ctx.graph.contradictions(ctx.team, "open") for i in (c.old_pattern_id, c.new_pattern_id)}
     for e in absorbed:
         pat = patterns.get(e.absorbed_by or "")
-        if decay_eligible(e, pat, ctx.now, grace, floor) and pat is not None:
+        if decay_eligible(e, pat, ctx.now, grace, floor) and pat is not None and pat.id not in held:
             p.retire.append((e, pat.id))
         else:
             p.waiting += 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from taskzilla_sleep.beliefs import Kind, Slots, is_belief, slots, statement_kind, topics
+from taskzilla_sleep.beliefs import Kind, Slots, injection, is_belief, slots, statement_kind, topics
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import (
@@ -107,6 +108,8 @@ class DistillPlan:
     support_dropped: int = 0  # supporting ids that disagree with the statement on a slot
     too_little_support: int = 0  # answers left with fewer than distill.min_episodes supporting episodes
     not_absorbed: int = 0  # evidence of an active pattern kept raw: it does not state the pattern closely
+    declined_groups: int = 0  # asked, the model found no belief in them (remembered on their episodes)
+    declines_remembered: int = 0  # not asked: declined before, and too little has joined them since
     failure: str | None = None  # no question got a usable answer: the step fails after applying
     resumed: bool = False  # finished from the journal of an interrupted run
 
@@ -162,6 +165,8 @@ class DistillPlan:
             "support_dropped": self.support_dropped,
             "too_little_support": self.too_little_support,
             "not_absorbed": self.not_absorbed,
+            "declined_groups": self.declined_groups,
+            "declines_remembered": self.declines_remembered,
         }
 
     def empty(self) -> bool:
@@ -214,8 +219,10 @@ def plan(ctx: StepContext) -> DistillPlan:
     live = {i: x for i, x in patterns.items() if x.status in PATTERN_LIVE}
     evidence_eps = _episodes_by_id(ctx, {eid for x in live.values() for eid in x.evidence_ids})
 
-    drafts: list[tuple[list[Episode], PatternDraft | None]] = []
+    drafts: list[tuple[list[Episode], PatternDraft]] = []  # each belief of each answered group
     unanswered: list[tuple[list[Episode], Unanswered]] = []
+    declined: list[list[Episode]] = []  # groups the model found no belief in
+    answered = 0
     if p.new_episodes:
         vecs = ctx.vectors_of("episodes", [e.id for e in learnable])
         ents = ctx.graph.episode_entities([e.id for e in learnable])
@@ -230,7 +237,7 @@ def plan(ctx: StepContext) -> DistillPlan:
             for e in learnable
             if e.id in vecs
         ]
-        groups = [
+        fresh = [
             g
             for g in group_episodes(
                 cands,
@@ -241,6 +248,8 @@ def plan(ctx: StepContext) -> DistillPlan:
             )
             if any(is_new(c.episode) for c in g.members)
         ]
+        groups = [g for g in fresh if _worth_asking([c.episode for c in g.members], s.reask_growth)]
+        p.declines_remembered = len(fresh) - len(groups)
         p.groups = len(groups)
         requests = [
             DistillRequest(
@@ -259,6 +268,7 @@ def plan(ctx: StepContext) -> DistillPlan:
                 ),
                 known_entities=tuple(sorted({r["name"] for c in g.members for r in ents.get(c.episode.id, [])})),
                 min_support=s.min_episodes,
+                reference_time=ctx.now,
             )
             for g in groups
         ]
@@ -267,25 +277,29 @@ def plan(ctx: StepContext) -> DistillPlan:
             members = [c.episode for c in g.members]
             if isinstance(a, Unanswered):
                 unanswered.append((members, a))
-            else:
-                drafts.append((members, a))
+                continue
+            answered += 1
+            if not a:
+                declined.append(members)
+            drafts.extend((members, d) for d in a)
     else:
         ents, vecs = {}, {}
     p.skipped_groups = len(unanswered)
-    if unanswered and not drafts:
+    p.declined_groups = len(declined)
+    if unanswered and not answered:
         p.failure = (
             f"distill {ctx.team}: none of {len(unanswered)} group(s) got a usable answer from the model "
             f"(last: {unanswered[-1][1].reason[:200]})"
         )
     if lookback is None:
         _mark(p, episodes, unanswered, is_new, s.max_attempts)
+    _remember_declines(p, declined)
 
     working: dict[str, Pattern] = dict(live)
     changes: dict[str, PatternChange] = {}
     pvecs = ctx.vectors_of("patterns", list(live)) if drafts else {}
-    answered = [(m, d) for m, d in drafts if d is not None]  # None: the model declined
-    statement_vecs = _embed(ctx, [d.statement for _, d in answered])
-    for (members, draft), svec in zip(answered, statement_vecs, strict=True):
+    statement_vecs = _embed(ctx, [d.statement for _, d in drafts])
+    for (members, draft), svec in zip(drafts, statement_vecs, strict=True):
         # The guards hold whatever the model answered: a statement that is not a belief is not
         # written, and only episodes that state it (no slot disagreement) support it.
         kind = statement_kind(draft.statement, people)
@@ -337,6 +351,9 @@ def plan(ctx: StepContext) -> DistillPlan:
                 subjects=sorted({r["name"] for r in subjects}),
                 topic=topic_for([r["name"] for r in subjects], kinds, channel, draft.kind.value),
                 availability_lag_s=_lag(ctx, [by_id[i] for i in support], s.min_episodes),
+                evidence=draft.evidence,
+                prompt_id=ctx.llm.prompt_ids["distill"],
+                replaces=draft.replaces if draft.replaces and injection(draft.replaces) is None else None,
             )
             working[pid] = new
             changes[pid] = PatternChange(new, "add", subject_keys, [], [])
@@ -420,6 +437,33 @@ def plan(ctx: StepContext) -> DistillPlan:
         c.before_digest = _digest(c.before) if c.before is not None else None
     p.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
     return p
+
+
+def _worth_asking(members: Sequence[Episode], growth: float) -> bool:
+    """A group the model declined before is asked again once enough messages it did not see have
+    joined it: ``growth`` of the declined group's size, at least one. (Asking the same chatter again
+    would get the same answer and bill for it every night the channel is busy.)"""
+    seen = max((e.declined_size for e in members), default=0)
+    if seen == 0:
+        return True
+    unseen = sum(1 for e in members if e.declined_size == 0)
+    return unseen >= max(1, math.ceil(growth * seen))
+
+
+def _remember_declines(p: DistillPlan, declined: Sequence[Sequence[Episode]]) -> None:
+    """Each episode of a declined group keeps the size of the largest such group (journaled with the
+    marks: a crash and rerun remember the same declines an uninterrupted run does)."""
+    size: dict[str, int] = {}
+    for members in declined:
+        for e in members:
+            size[e.id] = max(size.get(e.id, e.declined_size), len(members))
+    marks = {m["id"]: m for m in p.marks}
+    for eid, n in sorted(size.items()):
+        row = marks.get(eid)
+        if row is None:
+            row = marks[eid] = {"id": eid, "set": {}}
+            p.marks.append(row)
+        row["set"]["declined_size"] = n
 
 
 def _mark(
@@ -686,7 +730,8 @@ def _from_journal(d: dict[str, Any]) -> DistillPlan:
         resumed=True,
     )
     for name in ("groups", "skipped_groups", "retry_groups", "given_up_groups", "pinned_matches", "non_beliefs",
-                 "injections_blocked", "support_dropped", "too_little_support", "not_absorbed"):  # fmt: skip
+                 "injections_blocked", "support_dropped", "too_little_support", "not_absorbed", "declined_groups",
+                 "declines_remembered"):  # fmt: skip
         setattr(plan, name, int(counts.get(name, 0)))
     plan.episodes_read = int(counts.get("episodes_read", 0))
     plan.new_episodes = int(counts.get("new_episodes", 0))

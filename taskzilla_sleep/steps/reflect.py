@@ -2,8 +2,12 @@
 
 Neighbours come from the vectors (most similar live patterns) and the graph (patterns about the
 same entities). The model classifies each (new, old) pair: same -> merge (older id kept, evidence
-summed), refines/compatible -> link, contradicts -> a Contradiction with both beliefs kept and
-marked contested. Nothing is overwritten; pinned facts are never merged or contested away.
+summed), refines/compatible -> link, unrelated -> remembered (per prompt: never asked again),
+supersedes/contradicts -> a Contradiction with both beliefs kept. Its kind comes from
+``policies.contradiction_kind`` (the verdict, the dates and the people): an ``update`` (the team
+changed its practice) contests the old belief and keeps the new one usable, awaiting a person's
+confirmation; a ``disagreement`` contests both. Nothing is overwritten; pinned facts are never
+merged or contested away.
 
 A comparison whose answer was unusable (invalid even after the corrective retry) is not a verdict:
 the pattern is compared again at the next reflect, at most ``reflect.max_attempts`` times in all
@@ -13,31 +17,44 @@ step, like a 5xx.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 import numpy as np
 import structlog
 
-from taskzilla_sleep.beliefs import slots
+from taskzilla_sleep.beliefs import injection, slots
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.llm.base import PatternView, ReflectRequest, Unanswered, Verdict
+from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict
 from taskzilla_sleep.models import (
     PATTERN_LIVE,
     Contradiction,
+    ContradictionKind,
     Episode,
     EpisodeStatus,
     Pattern,
     PatternStatus,
+    Provenance,
     from_ms,
     to_ms,
 )
-from taskzilla_sleep.policies import Ledger, contradiction_id, disagree, is_stale, ledger_confidence
+from taskzilla_sleep.policies import (
+    Ledger,
+    Span,
+    contradiction_id,
+    contradiction_kind,
+    disagree,
+    is_stale,
+    ledger_confidence,
+)
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext, one_line
 
 log = structlog.get_logger(__name__)
 
 WATERMARK = "reflect_watermark:{team}"
+UNRELATED = "UNRELATED_TO"
 
 
 @dataclass
@@ -62,6 +79,8 @@ class ReflectPlan:
     attempts: list[dict[str, object]] = field(default_factory=list)  # {"id", "set": {"reflect_attempts"}}
     failure: str | None = None  # no comparison got a usable answer: the step fails after applying
     statements: dict[str, str] = field(default_factory=dict)
+    unrelated: list[tuple[str, str]] = field(default_factory=list)  # (new, old) the model called unrelated
+    prompt_id: str = ""
 
     def lines(self) -> list[str]:
         out = [
@@ -70,7 +89,10 @@ class ReflectPlan:
         ]
         out += [f"& link {a} {rel} {b}" for a, rel, b in self.links]
         for c, old, new in self.contradictions:
-            out.append(f"! contradiction {c.id}: both kept, both contested")
+            if c.kind is ContradictionKind.UPDATE:
+                out.append(f"! update {c.id}: both kept, the old one contested, the new one awaiting confirmation")
+            else:
+                out.append(f"! disagreement {c.id}: both kept, both contested")
             out.append(f"    old {old.id} ({old.support_count} episodes) {one_line(old.statement)}")
             out.append(f"    new {new.id} ({new.support_count} episodes) {one_line(new.statement)}")
         out += [
@@ -87,6 +109,8 @@ class ReflectPlan:
             "merges": len(self.merges),
             "links": len(self.links),
             "contradictions": len(self.contradictions),
+            "updates": sum(c.kind is ContradictionKind.UPDATE for c, _, _ in self.contradictions),
+            "unrelated": len(self.unrelated),
             "stale": len(self.stale),
             "unanswered": self.unanswered,
             "given_up": self.given_up,
@@ -116,7 +140,9 @@ def plan(ctx: StepContext) -> ReflectPlan:
     vecs = ctx.vectors_of("patterns", sorted(live))
     ids = [i for i in sorted(live) if i in vecs]
     matrix = np.stack([vecs[i] for i in ids])
-    decided = {(a, b) for a, _rel, b in ctx.graph.pattern_links(ctx.team)}
+    prompt = ctx.llm.prompt_ids["reflect"]
+    # A verdict of "unrelated" is remembered per prompt: a new prompt may see what the old one missed.
+    decided = {(a, b) for a, rel, b, by in ctx.graph.pattern_links(ctx.team) if rel != UNRELATED or by == prompt}
     decided |= {(c.new_pattern_id, c.old_pattern_id) for c in ctx.graph.contradictions(ctx.team)}
     decided |= {(b, a) for a, b in decided}
 
@@ -146,27 +172,31 @@ def plan(ctx: StepContext) -> ReflectPlan:
             pairs.append((new_, old_, sim))
             origin.append(new.id)
 
-    requests = [ReflectRequest(team=ctx.team, new=_view(n), old=_view(o), similarity=round(s, 4)) for n, o, s in pairs]
+    # The people and messages behind each belief compared: reflect shows them to the model, and the
+    # kind of a contradiction (an update or a disagreement) is decided from them.
+    evidence = _evidence(ctx, {x.id: x for n, o, _ in pairs for x in (n, o)}.values())
+    requests = [
+        ReflectRequest(
+            team=ctx.team, new=_view(n, evidence[n.id]), old=_view(o, evidence[o.id]), similarity=round(s, 4)
+        )
+        for n, o, s in pairs
+    ]
     verdicts = ctx.llm.classify_many(requests)
     p.compared = len(pairs)
+    p.prompt_id = prompt
     gone: set[str] = set()
     absorbed = {e.id: e for e in ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])}
     failed: set[str] = set()
     for (new, old, sim), why, verdict in zip(pairs, origin, verdicts, strict=True):
-        slot = _guard(new, old, sim, ctx.settings.reflect.conflict_similarity)
-        if isinstance(verdict, Unanswered) and not slot:
+        answer = guard(verdict, new, old, sim, ctx.settings.reflect.conflict_similarity)
+        if isinstance(answer, Unanswered):
             p.unanswered += 1
             failed.add(why)
             continue
         if new.id in gone or old.id in gone:
             continue
-        if slot and (isinstance(verdict, Unanswered) or verdict.relation != "contradicts"):
-            # A provider may add a conflict, never turn one the guard found into "same" or "compatible".
-            said = "no usable answer" if isinstance(verdict, Unanswered) else f"the model said {verdict.relation}"
-            verdict = Verdict(relation="contradicts", reason=f"the two statements disagree on the {slot} ({said})")
-            p.guarded += 1
-        assert not isinstance(verdict, Unanswered)
-        _decide(ctx, p, new, old, verdict, gone, absorbed)
+        p.guarded += answer is not verdict
+        _decide(ctx, p, new, old, answer, gone, absorbed, evidence)
     for x in changed:
         attempts = x.reflect_attempts + 1 if x.id in failed else 0
         p.given_up += x.id in failed and attempts >= retry
@@ -189,14 +219,15 @@ def _decide(
     verdict: Verdict,
     gone: set[str],
     absorbed: dict[str, Episode],
+    evidence: dict[str, list[Episode]],
 ) -> None:
     rel = verdict.relation
     if rel == "same" and not (new.pinned or old.pinned) and PatternStatus.CONTESTED not in (new.status, old.status):
-        evidence = sorted(set(old.evidence_ids) | set(new.evidence_ids))
+        both = sorted(set(old.evidence_ids) | set(new.evidence_ids))
         keep = old.model_copy(
             update={
-                "evidence_ids": evidence,
-                "support_count": len(evidence),
+                "evidence_ids": both,
+                "support_count": len(both),
                 "first_seen": min(old.first_seen, new.first_seen),
                 "last_seen": max(old.last_seen, new.last_seen),
                 "updated_at": ctx.now,
@@ -218,23 +249,37 @@ def _decide(
         gone.add(new.id)
     elif rel == "same" or rel in ("refines", "compatible"):
         p.links.append((new.id, "refines" if rel == "refines" else "compatible", old.id))
-    elif rel == "contradicts":
+    elif rel == "unrelated":
+        p.unrelated.append((new.id, old.id))
+    else:
+        kind = contradiction_kind(rel, Span.of(old, evidence[old.id]), Span.of(new, evidence[new.id]))
         c = Contradiction(
             id=contradiction_id(ctx.team, old.id, new.id),
             team=ctx.team,
             old_pattern_id=old.id,
             new_pattern_id=new.id,
+            kind=kind,
             opened_at=ctx.now,
-            reason=verdict.reason[:300],
+            reason=_reason(verdict.reason),
+            prompt_id=p.prompt_id,
         )
         p.contradictions.append((c, old, new))
 
 
-def _guard(new: Pattern, old: Pattern, similarity: float, topic: float) -> str | None:
-    """The slot two beliefs of one topic disagree on (another value, tool, or the opposite polarity)."""
+def guard(
+    verdict: Verdict | Unanswered, new: Pattern, old: Pattern, similarity: float, topic: float
+) -> Verdict | Unanswered:
+    """The verdict the product acts on. Two beliefs of one topic (similarity ≥ ``topic``) that
+    disagree on a slot (another value, tool, or the opposite polarity) conflict whatever the
+    provider said: a provider may add a conflict, never turn one the guard found into "same" or
+    "compatible". (Whether it is an update or a disagreement is contradiction_kind's, after.)"""
     if similarity < topic or new.pinned and old.pinned:
-        return None
-    return disagree(slots(new.statement, new.subjects), slots(old.statement, old.subjects), similarity)
+        return verdict
+    slot = disagree(slots(new.statement, new.subjects), slots(old.statement, old.subjects), similarity)
+    if not slot or (isinstance(verdict, Verdict) and verdict.relation in CONFLICTS):
+        return verdict
+    said = "no usable answer" if isinstance(verdict, Unanswered) else f"the model said {verdict.relation}"
+    return Verdict(relation="contradicts", reason=f"the two statements disagree on the {slot} ({said})")
 
 
 def _after_counter(old: Pattern, new: Pattern) -> float:
@@ -249,8 +294,36 @@ def _after_counter(old: Pattern, new: Pattern) -> float:
     return ledger_confidence(led)
 
 
-def _view(x: Pattern) -> PatternView:
-    return PatternView(id=x.id, statement=x.statement, kind=x.kind, first_seen=x.first_seen, support=x.support_count)
+def _evidence(ctx: StepContext, patterns: Iterable[Pattern]) -> dict[str, list[Episode]]:
+    """Each pattern's supporting episodes still in the graph (retired ones keep author and time)."""
+    pats = list(patterns)
+    found = {e.id: e for e in ctx.graph.get_episodes(sorted({i for x in pats for i in x.evidence_ids}))}
+    return {x.id: sorted((found[i] for i in x.evidence_ids if i in found), key=lambda e: (e.ts, e.id)) for x in pats}
+
+
+def _view(x: Pattern, evidence: Sequence[Episode]) -> PatternView:
+    span = Span.of(x, evidence)
+    said = [e for e in evidence if e.provenance is not Provenance.BOT and e.text.strip()]
+    examples = [said[0], said[-1]] if len(said) > 1 else said  # the first and the latest statement
+    names = Counter(e.author for e in evidence if e.provenance is not Provenance.BOT)
+    return PatternView(
+        id=x.id,
+        statement=x.statement,
+        kind=x.kind,
+        first_seen=span.first,
+        last_seen=span.last,
+        support=x.support_count,
+        authors=tuple(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))),
+        subjects=tuple(x.subjects),
+        examples=tuple(one_line(e.text, 200) for e in examples),
+        replaces=x.replaces,
+    )
+
+
+def _reason(text: str) -> str:
+    """A model's reason is shown to people in alerts: never one that reads as an order or holds a secret."""
+    reason = one_line(text, 300)
+    return reason if injection(reason) is None else "(the model's reason was withheld: it read as an instruction)"
 
 
 def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
@@ -264,6 +337,8 @@ def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
         ctx.vectors.delete(ctx.team, "patterns", [m.drop.id])
     for a, rel, b in plan.links:
         ctx.graph.link_patterns(a, b, rel)
+    # Remembered so that an unchanged pair is not asked again (an idempotent write: a rerun repeats it).
+    ctx.graph.link_unrelated(plan.unrelated, plan.prompt_id)
     for c, old, new in plan.contradictions:
         # One atomic write: the contradiction, both beliefs contested, and the new belief's support
         # recorded as counter-evidence in the old one's ledger (only when the contradiction is new).

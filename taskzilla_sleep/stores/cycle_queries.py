@@ -2,7 +2,7 @@
 
 Each write that must not be half-done is ONE query (one transaction on Neo4j, one atomic query on
 FalkorDB): a pattern with its evidence links and the absorption of its episodes; a merge; a
-contradiction with both beliefs marked contested; a batch of retirements with their tombstones.
+contradiction with its beliefs marked contested; a batch of retirements with their tombstones.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from taskzilla_sleep.models import (
     Contradiction,
+    ContradictionKind,
     Episode,
     Pattern,
     PatternStatus,
@@ -175,9 +176,9 @@ ON CREATE SET c += $props,
 MERGE (c)-[:OLD_BELIEF]->(o)
 MERGE (c)-[:NEW_BELIEF]->(n)
 SET o.status = CASE WHEN o.pinned THEN o.status ELSE 'contested' END,
-    n.status = CASE WHEN n.pinned THEN n.status ELSE 'contested' END,
+    n.status = CASE WHEN n.pinned OR $update THEN n.status ELSE 'contested' END,
     o.updated_at = CASE WHEN o.pinned THEN o.updated_at ELSE $at END,
-    n.updated_at = CASE WHEN n.pinned THEN n.updated_at ELSE $at END
+    n.updated_at = CASE WHEN n.pinned OR $update THEN n.updated_at ELSE $at END
 """
 
 Q_RESOLVE_SUPERSEDE = """
@@ -206,7 +207,15 @@ RETURN DISTINCT q.id AS id
 Q_LINKS_OF = """
 MATCH (a:Pattern)-[r]->(b:Pattern)
 WHERE a.team = $team
-RETURN a.id AS a, type(r) AS rel, b.id AS b
+RETURN a.id AS a, type(r) AS rel, b.id AS b, r.prompt AS prompt
+"""
+
+# A pair the model called unrelated, with the prompt that said so: not asked again under that prompt.
+Q_LINK_UNRELATED = """
+UNWIND $rows AS row
+MATCH (a:Pattern {id: row.a}), (b:Pattern {id: row.b})
+MERGE (a)-[r:UNRELATED_TO]->(b)
+SET r.prompt = $prompt
 """
 
 Q_COUNT_NEW_RAW = """
@@ -260,6 +269,7 @@ def pattern_props(p: Pattern) -> Row:
         d[k] = to_ms(d[k]) if d[k] is not None else None
     d["kind"] = p.kind.value
     d["status"] = p.status.value
+    d["evidence"] = p.evidence.value if p.evidence is not None else None
     d["evidence_ids"] = list(p.evidence_ids)
     d["subjects"] = list(p.subjects)
     return d
@@ -281,6 +291,7 @@ def contradiction_props(c: Contradiction) -> Row:
     for k in _CON_TIMES:
         d[k] = to_ms(d[k]) if d[k] is not None else None
     d["status"] = c.status.value
+    d["kind"] = c.kind.value
     return d
 
 
@@ -456,8 +467,16 @@ class CycleQueries:
     def link_patterns(self, a: str, b: str, relation: str) -> None:
         self._write(Q_LINK[relation], {"a": a, "b": b})
 
-    def pattern_links(self, team: str) -> list[tuple[str, str, str]]:
-        return sorted((r["a"], r["rel"], r["b"]) for r in self._read(Q_LINKS_OF, {"team": team}))
+    def pattern_links(self, team: str) -> list[tuple[str, str, str, str | None]]:
+        """(a, relationship type, b, the prompt that decided it when one was recorded)."""
+        return sorted(
+            ((r["a"], r["rel"], r["b"], r["prompt"]) for r in self._read(Q_LINKS_OF, {"team": team})),
+            key=lambda t: (t[0], t[1], t[2], t[3] or ""),
+        )
+
+    def link_unrelated(self, pairs: Sequence[tuple[str, str]], prompt_id: str) -> None:
+        if pairs:
+            self._write(Q_LINK_UNRELATED, {"rows": [{"a": a, "b": b} for a, b in pairs], "prompt": prompt_id})
 
     def entity_neighbours(self, pattern_id: str, live: Sequence[str]) -> list[str]:
         return sorted(
@@ -466,7 +485,9 @@ class CycleQueries:
 
     # -- contradictions --------------------------------------------------------------------------
     def open_contradiction(self, c: Contradiction, counter: int, old_confidence: float) -> None:
-        """Both beliefs contested; the old one's ledger gets ``counter`` and its recomputed confidence."""
+        """The old belief contested, and the new one too unless the contradiction is an update (the
+        team's new practice stays usable, unconfirmed); the old one's ledger gets ``counter`` and its
+        recomputed confidence."""
         self._write(
             Q_OPEN_CONTRADICTION,
             {
@@ -477,6 +498,7 @@ class CycleQueries:
                 "at": to_ms(c.opened_at),
                 "counter": counter,
                 "old_confidence": old_confidence,
+                "update": c.kind is ContradictionKind.UPDATE,
             },
         )
 

@@ -211,6 +211,7 @@ def episode_props(ep: Episode) -> Row:
         "pinned": ep.pinned,
         "distilled_at": to_ms(ep.distilled_at) if ep.distilled_at else None,
         "distill_attempts": ep.distill_attempts or None,
+        "declined_size": ep.declined_size or None,
         "content_hash": ep.content_hash(),
     }
     return {k: v for k, v in props.items() if v is not None}
@@ -246,6 +247,7 @@ def episode_from_props(p: Row) -> Episode:
         pinned=bool(p.get("pinned", False)),
         distilled_at=t("distilled_at"),
         distill_attempts=int(p.get("distill_attempts") or 0),
+        declined_size=int(p.get("declined_size") or 0),
     )
 
 

@@ -26,8 +26,8 @@ from taskzilla_sleep.llm.base import (
     Verdict,
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.memory_index import write_memory
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance, RunTrigger
+from taskzilla_sleep.memory_index import changes_of, write_memory
+from taskzilla_sleep.models import ContradictionKind, EpisodeStatus, PatternStatus, Provenance, RunTrigger
 from taskzilla_sleep.pipeline import NightResult, run_night
 from taskzilla_sleep.recall import recall
 from taskzilla_sleep.reconcile import reconcile
@@ -119,11 +119,14 @@ def test_a_night_over_the_sample_week(stack: Stack) -> None:
     assert not any(set(p.evidence_ids) & drafts for p in pats)
     assert not any(p.statement.casefold() in ("looks good", "+1", "lgtm") for p in pats)
 
-    # The standup change opened one contradiction; both beliefs are kept and contested.
+    # The standup change (martin stated the old rule, then the new one, after the old was last said)
+    # opened one update: both beliefs kept, the old contested, the new one still in use, unconfirmed.
     (con,) = stack.graph.contradictions(TEAM, "open")
     old, new = stack.graph.patterns_by_id([con.old_pattern_id]), stack.graph.patterns_by_id([con.new_pattern_id])
-    assert old[0].status is PatternStatus.CONTESTED and new[0].status is PatternStatus.CONTESTED
+    assert con.kind is ContradictionKind.UPDATE and con.prompt_id == "offline-reflect-v1"
+    assert old[0].status is PatternStatus.CONTESTED and new[0].status is PatternStatus.ACTIVE
     assert "async" in old[0].statement.casefold() and "voice" in new[0].statement.casefold()
+    assert all(p.prompt_id == "offline-distill-v1" for p in pats if not p.pinned)
 
     # Absorbed episodes: schema_absorbed=1 and absorbed_at = the night; nothing retired yet.
     absorbed = stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])
@@ -140,8 +143,10 @@ def test_decay_respects_the_grace_period_and_contested_beliefs(stack: Stack) -> 
     stack.ingest_sample()
     stack.night(NIGHT)
     absorbed = {e.id: e for e in stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])}
-    contested = {p.id for p in stack.graph.patterns(TEAM) if p.status is PatternStatus.CONTESTED}
-    eligible = {i for i, e in absorbed.items() if e.absorbed_by not in contested}
+    # Both sides of the open update wait: the old one is contested, the new one unconfirmed.
+    held = {i for c in stack.graph.contradictions(TEAM, "open") for i in (c.old_pattern_id, c.new_pattern_id)}
+    assert any(p.id in held and p.status is PatternStatus.ACTIVE for p in stack.graph.patterns(TEAM))
+    eligible = {i for i, e in absorbed.items() if e.absorbed_by not in held}
     assert eligible and len(eligible) < len(absorbed)
 
     early = stack.night(NIGHT + timedelta(hours=71))
@@ -156,7 +161,7 @@ def test_decay_respects_the_grace_period_and_contested_beliefs(stack: Stack) -> 
     tombs = [n["props"] for n in stack.graph.export()["nodes"] if n["labels"] == ["Tombstone"]]
     assert {t["id"] for t in tombs} == eligible
     assert all(t["pattern_id"] == absorbed[t["id"]].absorbed_by and t["reason"] == "absorbed" for t in tombs)
-    # Episodes of contested beliefs wait for a person's decision.
+    # Episodes of contested or unconfirmed beliefs wait for a person's decision.
     still = {e.id for e in stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])}
     assert still == set(absorbed) - eligible
 
@@ -183,7 +188,7 @@ def test_dry_run_writes_nothing_and_prints_the_plan(stack: Stack) -> None:
     assert stack.snapshot() == before
     lines = [ln for plans in result.plans.values() for p in plans for ln in p.lines()]
     assert any(ln.startswith("+ pattern ") for ln in lines)
-    assert any(ln.startswith("! contradiction ") for ln in lines)
+    assert any(ln.startswith("! update ") for ln in lines)
     assert result.run.steps[1].counts["patterns_added"] >= 3
 
 
@@ -222,6 +227,14 @@ def test_recall_patterns_first_then_episodes_and_marks_access(stack: Stack) -> N
     assert any(i.kind == "episode" for i in odd)
     touched = stack.graph.get_episodes([i.id for i in odd if i.kind == "episode"])
     assert all(e.last_accessed == later for e in touched)
+    # The standup changed: the bot is told the new way, marked unconfirmed, with the old one beside it.
+    (con,) = stack.graph.contradictions(TEAM, "open")
+    standup = recall(stack.graph, stack.vectors, "how does standup work?", later, k=3)
+    new = next(i for i in standup if i.id == con.new_pattern_id)
+    assert new.changed_on is not None and new.changed_on.date().isoformat() == "2026-11-26"
+    assert new.contradiction_id == con.id and new.was is not None and "async" in new.was.casefold()
+    assert f"CHANGED on 2026-11-26, awaiting confirmation (was: {new.was}), see {con.id}" in new.render()
+    assert any(i.id == con.old_pattern_id and i.contested for i in standup)
 
 
 def test_prune_drops_stale_unmatched_episodes_and_keeps_tombstones(stack: Stack) -> None:
@@ -244,10 +257,14 @@ def test_memory_index_and_topic_files(stack: Stack, tmp_path: Path) -> None:
     facts.pin(stack.graph, stack.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin")
     stack.night(NIGHT)
     s = stack.settings.memory_index.model_copy(update={"min_topic_patterns": 1})
-    write_memory(tmp_path / "mem", TEAM, stack.graph.patterns(TEAM), s)
+    patterns = stack.graph.patterns(TEAM)
+    write_memory(tmp_path / "mem", TEAM, patterns, s, changes_of(stack.graph.contradictions(TEAM, "open"), patterns))
     index = (tmp_path / "mem" / TEAM / "MEMORY.md").read_text().splitlines()[4:]  # title, preamble
     assert 3 <= len(index) <= 50 and all(len(line) <= 150 and "[-> " in line for line in index)
-    assert index[0].startswith("fact: Martin Vos")
+    assert index[0].startswith('- fact (pinned): "Martin Vos')
+    # The bot still knows how standups work after the change: the new way, marked unconfirmed.
+    (standup,) = [line for line in index if "standup" in line.casefold()]
+    assert "voice" in standup and "changed on 2026-11-26, awaiting confirmation" in standup
     topics = {p.stem for p in (tmp_path / "mem" / TEAM / "topics").glob("*.md")}
     assert all(line.rsplit("[-> ", 1)[1].rstrip("]") in topics for line in index)
 
@@ -293,14 +310,15 @@ class DecliningModel:
     """A model that never finds a pattern, and remembers what it was asked."""
 
     name = "declining"
+    prompt_ids = {"distill": "declining-v1", "reflect": "declining-v1"}
 
     def __init__(self) -> None:
         self.usage = LLMUsage()
         self.asked: list[set[str]] = []
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
         self.asked += [{e.id for e in r.episodes} for r in requests]
-        return [None for _ in requests]
+        return [() for _ in requests]
 
     def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
         return [Verdict(relation="unrelated") for _ in requests]
@@ -335,3 +353,73 @@ def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Sta
     a2 = ingest(t0 + timedelta(minutes=80), ["the release checklist applies to every billing-api staging deploy"])
     asked = watchdog(t0 + timedelta(minutes=81))
     assert asked == [a | a2]  # the deploy group gained a message: asked again, with all of it
+
+
+def test_a_declined_group_is_asked_again_only_when_enough_of_it_is_new(stack: Stack) -> None:
+    """Remembered in the graph (``declined_size`` on its episodes): a busy group the model found no
+    belief in is not re-asked for every new line, by the watchdog or the night."""
+    t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
+    model = DecliningModel()
+    people = ["ana", "ben", "cem", "dora", "eli", "fay", "gus", "hal"]
+
+    def ingest(at: datetime, texts: list[str], first: int = 0) -> set[str]:
+        base = {"team": TEAM, "channel": "ops", "ts": at.isoformat(), "provenance": "human"}
+        lines = [json.dumps({**base, "author": people[(first + i) % 8], "text": t}) for i, t in enumerate(texts)]
+        stack.ingestor(at).ingest_lines(lines, "day")
+        return {e.id for e in stack.graph.episodes_in_window(TEAM, ["raw"], at - timedelta(seconds=1), at)}
+
+    def watchdog(at: datetime) -> list[set[str]]:
+        before = len(model.asked)
+        result = stack.night(at, steps=["distill"], llm=model, trigger="watchdog", lookback=timedelta(hours=2))
+        assert result.ok
+        return model.asked[before:]
+
+    rule = "billing-api deploys to staging always go through the {} release checklist"
+    words = ["full", "written", "shared", "standard", "agreed", "usual", "team", "printed", "new", "old"]
+    a = ingest(t0, [rule.format(w) for w in words[:8]])
+    assert watchdog(t0 + timedelta(minutes=1)) == [a]
+    sizes = {e.declined_size for e in stack.graph.get_episodes(sorted(a))}
+    assert sizes == {8}
+    # One new message is an eighth of what the model already declined: not asked (needs 2 = 25 %).
+    b = ingest(t0 + timedelta(minutes=40), [rule.format(words[8])], first=8)
+    assert watchdog(t0 + timedelta(minutes=41)) == []
+    # The night reads the same group with the same one new message: not asked either.
+    night = stack.night(t0 + timedelta(hours=17), llm=model)
+    assert night.ok and night.run.steps[1].counts["declines_remembered"] == 1
+    assert not any(b <= asked for asked in model.asked[2:])
+    # A second unseen message: enough has joined to change the answer; the next night asks, with all of it.
+    c = ingest(t0 + timedelta(hours=18), [rule.format(words[9])], first=9)
+    before = len(model.asked)
+    assert stack.night(t0 + timedelta(hours=41), llm=model).ok
+    assert model.asked[before:] == [a | b | c]
+    assert {e.declined_size for e in stack.graph.get_episodes(sorted(a | b | c))} == {10}
+
+
+def test_an_unrelated_verdict_is_not_asked_again_under_the_same_prompt(stack: Stack) -> None:
+    stack.ingest_sample()
+    stack.night(NIGHT)  # the offline provider learns the week's patterns
+    links = stack.graph.pattern_links(TEAM)
+    unrelated = [(a, b, by) for a, rel, b, by in links if rel == "UNRELATED_TO"]
+    assert unrelated and all(by == "offline-reflect-v1" for _, _, by in unrelated)
+    asked: list[tuple[str, str]] = []
+
+    class Watching(DecliningModel):
+        prompt_ids = {"distill": "offline-distill-v1", "reflect": "offline-reflect-v1"}
+
+        def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
+            asked.extend((r.new.id, r.old.id) for r in requests)
+            return [Verdict(relation="unrelated") for _ in requests]
+
+    # Every pattern changes (re-reflected): the pairs already called unrelated are not asked again...
+    stack.graph.set_patterns_and_meta([], "reflect_watermark:platform", "0")
+    stack.night(NIGHT + timedelta(days=1), steps=["reflect"], llm=Watching())
+    assert not {(a, b) for a, b, _ in unrelated} & set(asked)
+    # ...but a new prompt may see what the old one missed: asked again under it.
+    stack.graph.set_patterns_and_meta([], "reflect_watermark:platform", "0")
+    asked.clear()
+
+    class NewPrompt(Watching):
+        prompt_ids = {"distill": "declining-v1", "reflect": "reflect-v9"}
+
+    stack.night(NIGHT + timedelta(days=2), steps=["reflect"], llm=NewPrompt())
+    assert {(a, b) for a, b, _ in unrelated} <= set(asked)

@@ -2,61 +2,47 @@
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ops.bench import prompt_data
 from taskzilla_sleep.models import EpisodeStatus, PatternStatus
 from taskzilla_sleep.stores.vector import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.llm_stub import LLMStub
 
-LINE = re.compile(r"^(ep_[0-9a-f]+) \| [^|]+ \| [^|]+ \| [^|]+ \| (.*)$", re.M)
-
-
-def _user(body: dict[str, Any]) -> str:
-    return str(body["messages"][-1]["content"])
+CHANGE_CUES = ("from now on", "switched to", "instead of", "anymore", "no more")
 
 
 def good_model(body: dict[str, Any]) -> str:
-    """Distill: a belief from the first message, supported by all; reflect: 'contradicts' on a change cue."""
-    text = _user(body)
-    found = LINE.findall(text)
-    if found:
-        return json.dumps(
+    """Distill: a belief from each group's first message, supported by all; reflect: 'supersedes'
+    when NEW carries a change cue, else 'unrelated'."""
+    if prompt_data.is_distill(body):
+        return prompt_data.distill_answer(
             {
-                "pattern": {
-                    "statement": f"Team habit: {found[0][1][:200]}",
-                    "kind": "norm",
-                    "subjects": [],
-                    "confidence": 0.9,
-                    "supporting_ids": [i for i, _ in found],
-                }
+                g.number: [
+                    {"statement": f"Team habit: {g.messages[0]['text'][:200]}", "support": [m["n"] for m in g.messages]}
+                ]
+                for g in prompt_data.groups(body)
             }
         )
-    new = text.split("NEW", 1)[1].casefold()
-    changed = any(c in new for c in ("from now on", "switched to", "instead of", "anymore", "no more"))
-    return json.dumps({"relation": "contradicts" if changed else "unrelated", "reason": "stub"})
+    new, olds = prompt_data.beliefs(body)
+    changed = any(c in str(new.get("statement", "")).casefold() for c in CHANGE_CUES)
+    return prompt_data.reflect_answer(["supersedes" if changed else "unrelated"] * len(olds))
 
 
 def liar_model(body: dict[str, Any]) -> str:
-    """Distill answers cite ids that were never sent and a confidence above 1."""
-    if LINE.search(_user(body)):
-        return json.dumps(
+    """Distill answers cite messages that were never sent."""
+    if prompt_data.is_distill(body):
+        return prompt_data.distill_answer(
             {
-                "pattern": {
-                    "statement": "Made up",
-                    "kind": "fact",
-                    "subjects": [],
-                    "confidence": 1.7,
-                    "supporting_ids": ["ep_not_in_the_group", "ep_neither", "ep_nor_this"],
-                }
+                g.number: [{"statement": "Made up", "kind": "fact", "support": [97, 98, 99]}]
+                for g in prompt_data.groups(body)
             }
         )
-    return json.dumps({"relation": "unrelated", "reason": "stub"})
+    return prompt_data.reflect_answer(["unrelated"] * len(prompt_data.beliefs(body)[1]))
 
 
 @pytest.fixture
@@ -105,14 +91,21 @@ def test_a_night_through_litellm_over_http(stack: Stack) -> None:
         result = stack.night(NIGHT)
     assert result.ok, [s.error for s in result.run.steps]
     distill = result.run.steps[1]
-    assert distill.llm_calls >= 5 and distill.prompt_tokens > 0 and distill.completion_tokens > 0
+    # Up to 8 groups a call (llm.batch_groups): the sample week's groups take one or two calls.
+    assert 1 <= distill.llm_calls <= -(-distill.counts["groups"] // 8) and distill.counts["groups"] >= 3
+    assert distill.prompt_tokens > 0 and distill.completion_tokens > 0
     assert distill.counts["patterns_added"] >= 3
+    assert distill.prompt_ids == ["distill-v2"] and result.run.steps[2].prompt_ids == ["reflect-v2"]
     pats = [p for p in stack.graph.patterns(TEAM)]
-    assert all(p.statement.startswith("Team habit: ") for p in pats)
-    assert stack.graph.contradictions(TEAM, "open"), "the voice-standup change should be flagged"
-    # Every supporting id the model named is a real episode of that group; ai-drafts never sent.
-    sent = [r for r in stub.requests if LINE.search(_user(r))]
-    assert sent and not any("Draft: " in _user(r) for r in sent)
+    assert all(p.statement.startswith("Team habit: ") and p.prompt_id == "distill-v2" for p in pats)
+    cons = stack.graph.contradictions(TEAM, "open")
+    assert cons, "the voice-standup change should be flagged"
+    assert all(c.prompt_id == "reflect-v2" for c in cons)
+    # The standup switch is a change by some of the same people, after the old rule: an update.
+    assert any(c.kind == "update" for c in cons), [(c.kind, c.reason) for c in cons]
+    # ai-drafts are never sent to the model.
+    sent = [b for b in stub.requests if prompt_data.is_distill(b)]
+    assert sent and not any("Draft: " in prompt_data.user_text(b) for b in sent)
     # The product's budget: at most 0.1 LLM calls per episode handed to ingest (grouping first, then
     # one call a group); and no more than 0.2 per episode stored (the chatter skipped is not stored).
     stored = sum(stack.graph.counts().episodes.values())

@@ -151,13 +151,14 @@ class _Unrelated:
     """Answers every pair "unrelated" and keeps what it was asked."""
 
     name = "unrelated"
+    prompt_ids = {"distill": "unrelated-v1", "reflect": "unrelated-v1"}
 
     def __init__(self) -> None:
         self.usage = LLMUsage()
         self.asked: list[str] = []
 
-    def distill_many(self, requests: Sequence[object]) -> list[None]:
-        return [None for _ in requests]
+    def distill_many(self, requests: Sequence[object]) -> list[tuple[()]]:
+        return [() for _ in requests]
 
     def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict]:
         self.asked += [r.old.id for r in requests]

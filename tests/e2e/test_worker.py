@@ -165,12 +165,14 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
 
 
 def one_call_at_a_time(url: str) -> dict[str, str]:
-    """The worker's environment for the LLM stub at ``url``, one call in flight (a step stays mid-flight)."""
+    """The worker's environment for the LLM stub at ``url``, one call in flight and one group a call
+    (a step stays mid-flight over several calls)."""
     return {
         "TASKZILLA__LLM__MODEL": "openai/stub",
         "TASKZILLA__LLM__API_BASE": url,
         "OPENAI_API_KEY": "sk-test",
         "TASKZILLA__LLM__MAX_CONCURRENCY": "1",
+        "TASKZILLA__LLM__BATCH_GROUPS": "1",
     }
 
 
@@ -194,7 +196,7 @@ def test_sigterm_mid_step_exits_0_and_leaves_consistent_stores(tmp_path: Path) -
     # The left night is redone by a rerun, and converges.
     rerun = cli("run-once", "--now", "2026-11-28T03:25:00+01:00", data_dir=data)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert "contradictions flagged" in rerun.stdout or json.loads(
+    assert "flagged to people" in rerun.stdout or json.loads(
         cli("contradictions", "list", "--json", data_dir=data).stdout
     )
 

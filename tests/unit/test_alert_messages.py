@@ -29,7 +29,15 @@ from taskzilla_sleep.alerts import (
     webhook_payload,
 )
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.models import Contradiction, Episode, Pattern, PatternKind, PatternStatus, Provenance
+from taskzilla_sleep.models import (
+    Contradiction,
+    ContradictionKind,
+    Episode,
+    Pattern,
+    PatternKind,
+    PatternStatus,
+    Provenance,
+)
 from taskzilla_sleep.settings import AlertChannel, AlertSettings
 
 T = datetime(2026, 11, 28, 2, 15, tzinfo=UTC)  # 03:15 in Amsterdam
@@ -115,6 +123,29 @@ def test_contradiction_names_both_beliefs_their_evidence_the_id_and_how_to_resol
     assert msg.resolve.cli == CLI
     assert msg.resolve.http.method == "POST" and msg.resolve.http.path == f"/contradictions/{CID}/resolve"
     assert msg.resolve.http.body == {"keep": "new|old|both", "by": "NAME", "note": "..."}
+
+
+def test_a_disagreement_says_people_disagree(msg: AlertMessage) -> None:
+    assert msg.contradiction_kind == "disagreement"
+    assert msg.title == "Contradiction in platform: people disagree"
+    assert "People disagree" in msg.text and "confirm" not in msg.text.casefold()
+
+
+def test_an_update_reads_as_a_change_to_confirm_with_one_command() -> None:
+    update = CON.model_copy(update={"kind": ContradictionKind.UPDATE})
+    new = NEW.model_copy(update={"status": PatternStatus.ACTIVE})
+    msg = format_contradiction(update, OLD, new, OLD_EX, NEW_EX, tz=ZoneInfo("Europe/Amsterdam"))
+    text = msg.text
+    assert msg.contradiction_kind == "update"
+    assert msg.title.startswith("Change in platform to confirm: Standups are a 10:00 voice call.")
+    assert (
+        "The team seems to have changed a practice on 2026-11-24: from “Standups are async in #standup "
+        "threads.” to “Standups are a 10:00 voice call.”. Confirm with lea, martin." in text
+    )
+    confirm = f"taskzilla-sleep contradictions resolve {CID} --keep new --by NAME"
+    assert confirm in text and CLI in text  # the one command, and the other choices
+    assert "NEW belief pat_new (active)" in text and "nothing is superseded" in text
+    assert "Why it looks like a change: One says async" in text
 
 
 def test_two_examples_per_belief_with_author_date_and_trimmed_text(msg: AlertMessage) -> None:

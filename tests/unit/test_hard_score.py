@@ -176,14 +176,16 @@ def test_the_lazy_model_reads_the_products_prompts() -> None:
         EpisodeView(id=f"w01-000{n}", author="a", channel="dev", ts=at, text=t)
         for n, t in enumerate(["short", "a | piped, much longer message", "mid size one"])
     )
-    body = {"messages": distill_messages(DistillRequest(team="t", group_key="g", episodes=eps, known_entities=()))}
-    got = json.loads(lazy_model.answer(body))["pattern"]
+    body = {"messages": distill_messages([DistillRequest(team="t", group_key="g", episodes=eps, known_entities=())])}
+    [group] = json.loads(lazy_model.answer(body))["groups"]
+    [got] = group["beliefs"]
     assert got["statement"] == "a | piped, much longer message" and got["kind"] == "fact"
-    assert got["confidence"] == 0.95 and got["supporting_ids"] == ["w01-0000", "w01-0001", "w01-0002"]
+    assert got["evidence"] == "explicit_rule" and got["support"] == [1, 2, 3]
 
     def view(pid: str, text: str) -> PatternView:
         return PatternView(id=pid, statement=text, kind="norm", first_seen=at, support=3)
 
     for old, new, relation in (("Refunds above 60 EUR.", "Refunds above 60 EUR.", "same"), ("A", "B", "compatible")):
         req = ReflectRequest(team="t", new=view("n", new), old=view("o", old), similarity=0.9)
-        assert json.loads(lazy_model.answer({"messages": reflect_messages(req)}))["relation"] == relation
+        [verdict] = json.loads(lazy_model.answer({"messages": reflect_messages([req])}))["verdicts"]
+        assert verdict["relation"] == relation

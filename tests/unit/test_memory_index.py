@@ -9,8 +9,16 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.memory_index import PREAMBLE, build_index, build_topics, index_line, write_memory
-from taskzilla_sleep.models import Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.memory_index import (
+    PREAMBLE,
+    Change,
+    build_index,
+    build_topics,
+    changes_of,
+    index_line,
+    write_memory,
+)
+from taskzilla_sleep.models import Contradiction, Pattern, PatternKind, PatternStatus
 from taskzilla_sleep.settings import MemoryIndexSettings
 
 T0 = datetime(2026, 11, 28, 3, 5, tzinfo=UTC)
@@ -87,10 +95,10 @@ def test_long_statements_are_truncated_with_an_ellipsis() -> None:
     long = "Deploys to production happen only on Tuesdays and Thursdays " * 5
     line = index_line(pat("l", long.strip(), topic="deploys"), 150)
     assert len(line) == 150
-    assert line.startswith("norm: Deploys to production")
-    assert line.endswith("… [-> deploys]")
-    short = index_line(pat("s", "Keep  PRs\nsmall.", topic="dev"), 150)
-    assert short == "norm: Keep PRs small. [-> dev]"  # whitespace collapsed, nothing cut
+    assert line.startswith('- norm (4 messages, 0 people): "Deploys to production')
+    assert line.endswith('…" [-> deploys]')
+    short = index_line(pat("s", "Keep  PRs\nsmall.", topic="dev", distinct_authors=3), 150)
+    assert short == '- norm (4 messages, 3 people): "Keep PRs small." [-> dev]'  # whitespace collapsed, nothing cut
 
 
 def test_pinned_facts_come_first() -> None:
@@ -101,13 +109,14 @@ def test_pinned_facts_come_first() -> None:
         fact("f1", "Martin Vos is the engineering manager.", topic="martin"),
     ]
     lines = build_index(patterns, settings())
-    assert [ln.split(":", 1)[0] for ln in lines] == ["fact", "fact", "norm", "norm"]
+    assert [ln.split(" ", 2)[1] for ln in lines] == ["fact", "fact", "norm", "norm"]
+    assert lines[0].startswith('- fact (pinned): "')
     assert "Small PRs" in lines[2] and "Deploy freeze" in lines[3]
 
 
 def test_pinned_facts_come_first_even_against_a_very_well_supported_pattern() -> None:
     patterns = [fact("f1", "Martin Vos is the engineering manager."), pat("big", confidence=1.0, support_count=5000)]
-    assert build_index(patterns, settings())[0].startswith("fact: Martin Vos")
+    assert build_index(patterns, settings())[0].startswith('- fact (pinned): "Martin Vos')
 
 
 def test_lines_respect_a_small_max_chars_even_with_a_long_topic() -> None:
@@ -120,13 +129,59 @@ def test_lines_respect_a_small_max_chars_even_with_a_long_topic() -> None:
 )
 def test_only_active_patterns_are_indexed(status: PatternStatus) -> None:
     patterns = [pat("on", "Active belief."), pat("off", "Other belief.", status=status, confidence=0.99)]
-    assert build_index(patterns, settings()) == ["norm: Active belief. [-> dev]"]
+    assert build_index(patterns, settings()) == ['- norm (4 messages, 0 people): "Active belief." [-> dev]']
 
 
 def test_the_index_order_is_stable() -> None:
     patterns = [pat(f"p{i}", confidence=0.9, support_count=5) for i in range(5)]
     assert build_index(patterns, settings()) == build_index(list(reversed(patterns)), settings())
     assert build_index([], settings()) == []
+
+
+def update_pair() -> tuple[list[Pattern], dict[str, Change]]:
+    old = pat("old", "Standup is async: post before 10:00.", status=PatternStatus.CONTESTED, topic="standup")
+    new = pat(
+        "new",
+        "Standup is a voice call at 09:30.",
+        first_seen=T0 - timedelta(days=2),
+        distinct_authors=3,
+        support_count=3,
+        topic="standup",
+    )
+    c = Contradiction(
+        id="con_1", team="platform", old_pattern_id="old", new_pattern_id="new", kind="update", opened_at=T0
+    )
+    return [old, new], changes_of([c], [old, new])
+
+
+def test_an_unconfirmed_change_is_indexed_with_what_it_replaced() -> None:
+    patterns, changes = update_pair()
+    [line] = build_index(patterns, settings(max_chars=300), changes)
+    assert line == (
+        '- norm (3 messages, 3 people; changed on 2026-11-26, awaiting confirmation; was "Standup is async: post '
+        'before 10:00."): "Standup is a voice call at 09:30." [-> standup]'
+    )
+    # At the default width the replaced statement shrinks first; the new statement stays whole.
+    [short] = build_index(patterns, settings(), changes)
+    assert len(short) <= 150 and '"Standup is a voice call at 09:30."' in short and "awaiting confirmation" in short
+
+
+def test_a_tentative_new_side_of_an_update_is_indexed_but_a_disagreement_is_not() -> None:
+    patterns, changes = update_pair()
+    patterns[1] = patterns[1].model_copy(update={"status": PatternStatus.TENTATIVE})
+    assert len(build_index(patterns, settings(), changes)) == 1
+    both = [p.model_copy(update={"status": PatternStatus.CONTESTED}) for p in patterns]
+    c = Contradiction(id="con_2", team="platform", old_pattern_id="old", new_pattern_id="new", opened_at=T0)
+    assert changes_of([c], both) == {}  # a disagreement: both contested, neither indexed
+    assert build_index(both, settings(), changes_of([c], both)) == []
+
+
+def test_the_topic_file_marks_both_sides_of_an_update() -> None:
+    patterns, changes = update_pair()
+    patterns += [pat(f"s{i}", f"Standup rule {i}.", topic="standup") for i in range(2)]
+    text = build_topics(patterns, settings(min_topic_patterns=3), changes)["standup"]
+    assert "Standup is a voice call at 09:30. (changed on 2026-11-26, awaiting confirmation)" in text
+    assert "post before 10:00. (replaced on 2026-11-26 by a change, awaiting confirmation)" in text
 
 
 # -- build_topics ----------------------------------------------------------------------------------
@@ -184,7 +239,7 @@ def test_write_memory_writes_the_index_and_topics_atomically(tmp_path: Path) -> 
     assert set(written) == {base / "MEMORY.md", base / "topics" / "dev.md", base / "topics" / "ops.md"}
     index = (base / "MEMORY.md").read_text(encoding="utf-8").splitlines()
     assert index[:4] == ["# Memory index", "", PREAMBLE, ""]  # whose words these are, before any of them
-    assert index[4] == "fact: Martin Vos is the engineering manager. [-> martin]"
+    assert index[4] == '- fact (pinned): "Martin Vos is the engineering manager." [-> martin]'
     assert len(index) == 4 + 7
     assert (base / "topics" / "dev.md").read_text(encoding="utf-8") == build_topics(patterns, settings())["dev"]
     assert list(tmp_path.rglob("*.tmp")) == []

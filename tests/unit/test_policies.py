@@ -16,8 +16,10 @@ from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternKind,
 from taskzilla_sleep.policies import (
     Candidate,
     Ledger,
+    Span,
     change_cues,
     contradiction_id,
+    contradiction_kind,
     decay_eligible,
     distinct_texts,
     group_episodes,
@@ -622,3 +624,55 @@ def test_slugs_are_file_name_safe_and_short() -> None:
 
 def test_a_truncated_slug_does_not_end_with_a_hyphen() -> None:
     assert not slug("a" * 39 + " deploy").endswith("-")
+
+
+# -- contradiction kinds ---------------------------------------------------------------------------
+
+
+def _span(first_day: int, last_day: int, *authors: str) -> Span:
+    at = datetime(2026, 11, 1, 9, tzinfo=UTC)
+    return Span(at + timedelta(days=first_day), at + timedelta(days=last_day), dict.fromkeys(authors, 1))
+
+
+@pytest.mark.parametrize(
+    ("relation", "old", "new", "kind"),
+    [
+        # Later, and some of the same people: the team changed its practice.
+        ("contradicts", _span(0, 5, "martin", "priya"), _span(6, 8, "martin", "sara"), "update"),
+        # Later, a change announced (the provider's word), by other people: still a change.
+        ("supersedes", _span(0, 5, "martin"), _span(6, 8, "sara"), "update"),
+        # Later, other people, no change announced: people disagree.
+        ("contradicts", _span(0, 5, "martin"), _span(6, 8, "sara"), "disagreement"),
+        # Overlapping in time: both are meant to hold now, whatever the provider said.
+        ("supersedes", _span(0, 7, "martin"), _span(6, 8, "martin"), "disagreement"),
+        ("contradicts", _span(0, 6, "martin"), _span(6, 8, "martin"), "disagreement"),
+    ],
+)
+def test_the_kind_of_a_contradiction_follows_the_dates_and_the_people(
+    relation: str, old: Span, new: Span, kind: str
+) -> None:
+    assert contradiction_kind(relation, old, new).value == kind
+
+
+def test_only_a_conflict_has_a_kind() -> None:
+    with pytest.raises(ValueError, match="not a contradiction"):
+        contradiction_kind("compatible", _span(0, 1, "a"), _span(2, 3, "a"))
+
+
+def test_a_span_counts_people_not_bots() -> None:
+    at = datetime(2026, 11, 1, 9, tzinfo=UTC)
+
+    def ep(i: int, author: str, day: int, prov: Provenance = Provenance.HUMAN) -> Episode:
+        return Episode(
+            id=f"e{i}", team="t", channel="c", author=author, text="x", ts=at + timedelta(days=day),
+            provenance=prov, ingested_at=at,
+        )  # fmt: skip
+
+    eps = [ep(1, "Martin", 0), ep(2, "sara", 2), ep(3, "reminder-bot", 9, Provenance.BOT), ep(4, "martin", 3)]
+    p = Pattern(
+        id="p", team="t", statement="s", kind=PatternKind.NORM, confidence=0.8, evidence_ids=["e1", "e2", "e3", "e4"],
+        first_seen=at, last_seen=at + timedelta(days=9), created_at=at, updated_at=at, valid_from=at,
+    )  # fmt: skip
+    span = Span.of(p, eps)
+    # The bot's reminder on day 9 does not keep the old rule alive past a change on day 5.
+    assert span.last == at + timedelta(days=3) and span.authors == {"martin": 2, "sara": 1}
