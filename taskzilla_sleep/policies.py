@@ -118,11 +118,15 @@ def is_learnable(ep: Episode, people: Collection[str] = ()) -> bool:
 
 
 def distinct_texts(episodes: Sequence[Episode]) -> list[Episode]:
-    """Identical messages (a bot's daily reminder, a copy-paste) are one piece of evidence: keep the first."""
+    """Identical messages (a bot's daily reminder, a copy-paste) are one piece of evidence: keep the first.
+
+    Identical means the same words (case, spacing and chatter such as "ok" aside), numbers included:
+    "the timeout is 30 seconds" and "the timeout is 60 seconds" are two statements that disagree,
+    not one said twice."""
     seen: set[str] = set()
     out: list[Episode] = []
     for e in sorted(episodes, key=lambda e: (e.ts, e.id)):
-        key = " ".join(content_words(e.text))
+        key = " ".join(w for w in _WORD.findall(e.text.casefold()) if w not in _ACK)
         if key not in seen:
             seen.add(key)
             out.append(e)

@@ -51,6 +51,7 @@ from taskzilla_sleep.llm.prompts import (
     REFLECT,
     ChatMessage,
     InvalidAnswer,
+    Items,
     Prompt,
     distill_items,
     distill_max_tokens,
@@ -81,7 +82,7 @@ class _Contract(Generic[ReqT, ResT]):
     prompt: Prompt
     messages: Callable[[Sequence[ReqT]], list[ChatMessage]]
     max_tokens: Callable[[Sequence[ReqT]], int]
-    items: Callable[[Any, Sequence[ReqT]], list[ResT | str]]  # per request: the result, or why not
+    items: Callable[[Items, Sequence[ReqT]], list[ResT | str]]  # per request: the result, or why not
     context: Callable[[Sequence[ReqT]], dict[str, str]]
 
 

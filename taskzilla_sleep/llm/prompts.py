@@ -80,7 +80,7 @@ class InvalidAnswer(ValueError):
         self.reason = reason
 
 
-class _Items(BaseModel):
+class Items(BaseModel):
     """The outer shape both prompts answer: a list of items, each validated on its own afterwards."""
 
     model_config = ConfigDict(frozen=True)
@@ -116,7 +116,7 @@ class Prompt:
         name = self.id.replace("-", "_")  # OpenAI allows [a-zA-Z0-9_-]; underscores read as one word
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
-    def parse(self, content: str | None, truncated: bool = False) -> _Items:
+    def parse(self, content: str | None, truncated: bool = False) -> Items:
         """The answer's items (each still to be validated); raises :class:`InvalidAnswer`."""
         if content is None or not content.strip():
             raise InvalidAnswer("the answer was empty; reply with the JSON object only")
@@ -129,7 +129,7 @@ class Prompt:
         items = data.get(self.key) if isinstance(data, dict) else None
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise InvalidAnswer(f'the answer must be a JSON object {{"{self.key}": [objects]}}')
-        return _Items(items=tuple(items))
+        return Items(items=tuple(items))
 
     def correction(self, reason: str) -> ChatMessage:
         """The user message of the corrective retry (sent after the model's own answer)."""
@@ -376,7 +376,7 @@ def distill_max_tokens(batch: Sequence[DistillRequest]) -> int:
     return min(8192, sum(min(1400, 350 + 12 * len(r.episodes)) for r in batch))
 
 
-def distill_items(answer: _Items, batch: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | str]:
+def distill_items(answer: Items, batch: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | str]:
     """Each group's beliefs as drafts (numbers mapped back to ids), or why that group's item is unusable."""
     by_group: dict[int, dict[str, Any]] = {}
     for item in answer.items:  # an unknown or repeated group number is ignored: the asked ones count
@@ -548,7 +548,7 @@ def reflect_max_tokens(batch: Sequence[ReflectRequest]) -> int:
     return min(2048, 40 + 90 * len(batch))
 
 
-def reflect_items(answer: _Items, batch: Sequence[ReflectRequest]) -> list[Verdict | str]:
+def reflect_items(answer: Items, batch: Sequence[ReflectRequest]) -> list[Verdict | str]:
     found: dict[int, Verdict | str] = {}
     for item in answer.items:
         try:
@@ -635,21 +635,3 @@ def _describe(exc: ValidationError) -> str:
         problems.append(f"{where}: {error['msg']}{got}")
     more = exc.error_count() - _MAX_REASONS
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
-
-
-__all__ = [
-    "DISTILL",
-    "MAX_CANDIDATES",
-    "REFLECT",
-    "BeliefAnswer",
-    "ChatMessage",
-    "GroupAnswer",
-    "InvalidAnswer",
-    "Prompt",
-    "distill_items",
-    "distill_max_tokens",
-    "distill_messages",
-    "reflect_items",
-    "reflect_max_tokens",
-    "reflect_messages",
-]

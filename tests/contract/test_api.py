@@ -125,6 +125,8 @@ def test_recall_contradictions_and_resolve(services: Services) -> None:
     assert items[0]["kind"] == "pattern" and "friday" in items[0]["text"].casefold()
     (con,) = c.get("/contradictions").json()
     cid = con["contradiction"]["id"]
+    assert con["contradiction"]["kind"] == "update"  # the standup switch: a change to confirm
+    assert con["contradiction"]["prompt_id"] == "offline-reflect-v1"
     assert "async" in con["old"].casefold()
     assert c.post(f"/contradictions/{cid}/resolve", json={"keep": "maybe", "by": "x"}).status_code == 422
     done = c.post(f"/contradictions/{cid}/resolve", json={"keep": "both", "by": "sara", "note": "both hold"})

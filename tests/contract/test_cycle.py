@@ -324,21 +324,31 @@ class DecliningModel:
         return [Verdict(relation="unrelated") for _ in requests]
 
 
+def ingest_ops(stack: Stack, at: datetime, texts: list[str], first: int = 0) -> set[str]:
+    """``texts`` said in #ops at ``at``, one author each (p{first}, p{first+1}, …); their ids."""
+    base = {"team": TEAM, "channel": "ops", "ts": at.isoformat(), "provenance": "human"}
+    lines = [json.dumps({**base, "author": f"p{first + i}", "text": t}) for i, t in enumerate(texts)]
+    stack.ingestor(at).ingest_lines(lines, "day")
+    return {e.id for e in stack.graph.episodes_in_window(TEAM, ["raw"], at - timedelta(seconds=1), at)}
+
+
+def watchdog_asks(stack: Stack, model: DecliningModel, at: datetime) -> list[set[str]]:
+    """The groups a watchdog distill at ``at`` asked ``model`` about."""
+    before = len(model.asked)
+    result = stack.night(at, steps=["distill"], llm=model, trigger="watchdog", lookback=timedelta(hours=2))
+    assert result.ok
+    return model.asked[before:]
+
+
 def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Stack) -> None:
     t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
     model = DecliningModel()
 
     def ingest(at: datetime, texts: list[str]) -> set[str]:
-        base = {"team": TEAM, "channel": "ops", "ts": at.isoformat(), "provenance": "human"}
-        lines = [json.dumps({**base, "author": f"p{i}", "text": t}) for i, t in enumerate(texts)]
-        stack.ingestor(at).ingest_lines(lines, "day")
-        return {e.id for e in stack.graph.episodes_in_window(TEAM, ["raw"], at - timedelta(seconds=1), at)}
+        return ingest_ops(stack, at, texts)
 
     def watchdog(at: datetime) -> list[set[str]]:
-        before = len(model.asked)
-        result = stack.night(at, steps=["distill"], llm=model, trigger="watchdog", lookback=timedelta(hours=2))
-        assert result.ok
-        return model.asked[before:]
+        return watchdog_asks(stack, model, at)
 
     deploys = ["billing-api deploys to staging always go through the release checklist",
                "we run the release checklist for every billing-api deploy to staging",
@@ -360,19 +370,12 @@ def test_a_declined_group_is_asked_again_only_when_enough_of_it_is_new(stack: St
     belief in is not re-asked for every new line, by the watchdog or the night."""
     t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
     model = DecliningModel()
-    people = ["ana", "ben", "cem", "dora", "eli", "fay", "gus", "hal"]
 
     def ingest(at: datetime, texts: list[str], first: int = 0) -> set[str]:
-        base = {"team": TEAM, "channel": "ops", "ts": at.isoformat(), "provenance": "human"}
-        lines = [json.dumps({**base, "author": people[(first + i) % 8], "text": t}) for i, t in enumerate(texts)]
-        stack.ingestor(at).ingest_lines(lines, "day")
-        return {e.id for e in stack.graph.episodes_in_window(TEAM, ["raw"], at - timedelta(seconds=1), at)}
+        return ingest_ops(stack, at, texts, first)
 
     def watchdog(at: datetime) -> list[set[str]]:
-        before = len(model.asked)
-        result = stack.night(at, steps=["distill"], llm=model, trigger="watchdog", lookback=timedelta(hours=2))
-        assert result.ok
-        return model.asked[before:]
+        return watchdog_asks(stack, model, at)
 
     rule = "billing-api deploys to staging always go through the {} release checklist"
     words = ["full", "written", "shared", "standard", "agreed", "usual", "team", "printed", "new", "old"]
@@ -423,3 +426,28 @@ def test_an_unrelated_verdict_is_not_asked_again_under_the_same_prompt(stack: St
 
     stack.night(NIGHT + timedelta(days=2), steps=["reflect"], llm=NewPrompt())
     assert {(a, b) for a, b, _ in unrelated} <= set(asked)
+
+
+def test_two_groups_of_people_holding_different_values_at_once_open_a_disagreement(stack: Stack) -> None:
+    """Not a change: both values are stated over the same days by different people, so both
+    beliefs are contested and the alert says people disagree (the update path is the sample week's)."""
+    t0 = datetime.fromisoformat("2026-11-23T10:00:00+01:00")
+    short = ["the gateway timeout for the billing api is 30 seconds, keep it that way",
+             "billing api gateway timeout stays at 30 seconds, we agreed on that",
+             "remember: 30 seconds is the gateway timeout on the billing api"]  # fmt: skip
+    long = ["the gateway timeout for the billing api is 60 seconds, keep it that way",
+            "billing api gateway timeout stays at 60 seconds, we agreed on that",
+            "remember: 60 seconds is the gateway timeout on the billing api"]  # fmt: skip
+    for day in range(3):
+        at = t0 + timedelta(days=day)
+        ingest_ops(stack, at, [short[day]], first=day)  # p0, p1, p2 say 30 s
+        ingest_ops(stack, at + timedelta(minutes=5), [long[day]], first=10 + day)  # p10, p11, p12 say 60 s
+    night = stack.night(datetime.fromisoformat("2026-11-26T03:05:00+01:00"))
+    assert night.ok
+    cons = stack.graph.contradictions(TEAM, "open")
+    assert len(cons) == 1, ([s.counts for s in night.run.steps], [p.statement for p in stack.graph.patterns(TEAM)])
+    (con,) = cons
+    assert con.kind is ContradictionKind.DISAGREEMENT
+    sides = stack.graph.patterns_by_id([con.old_pattern_id, con.new_pattern_id])
+    assert {p.status for p in sides} == {PatternStatus.CONTESTED}
+    assert {"30" in p.statement for p in sides} == {True, False}

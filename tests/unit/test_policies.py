@@ -178,6 +178,13 @@ def test_identical_reminders_count_once_and_the_earliest_is_kept() -> None:
     assert [e.id for e in out] == ["r1", "h1"]
 
 
+def test_the_same_words_with_another_number_are_another_statement() -> None:
+    a = episode("a", "The gateway timeout is 30 seconds.", ts=T0)
+    b = episode("b", "the gateway timeout is 60 seconds", ts=T0 + timedelta(hours=1))
+    same = episode("c", "The gateway timeout is 30 seconds!", ts=T0 + timedelta(hours=2))
+    assert [e.id for e in distinct_texts([a, b, same])] == ["a", "b"]  # case and punctuation do not count
+
+
 def test_texts_differing_only_in_case_spacing_and_chatter_are_one_piece_of_evidence() -> None:
     eps = [
         episode("b", "ok, keep pull requests small please", ts=T0 + timedelta(minutes=5)),
