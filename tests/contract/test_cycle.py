@@ -370,6 +370,7 @@ def test_a_declined_group_is_asked_again_only_when_enough_of_it_is_new(stack: St
     belief in is not re-asked for every new line, by the watchdog or the night."""
     t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
     model = DecliningModel()
+    assert stack.settings.distill.reask_growth == 0.25  # the default
 
     def ingest(at: datetime, texts: list[str], first: int = 0) -> set[str]:
         return ingest_ops(stack, at, texts, first)
