@@ -456,7 +456,8 @@ def _remember_declines(p: DistillPlan, declined: Sequence[Sequence[Episode]]) ->
     size: dict[str, int] = {}
     for members in declined:
         for e in members:
-            size[e.id] = max(size.get(e.id, e.declined_size), len(members))
+            if len(members) > max(size.get(e.id, 0), e.declined_size):  # only what grows is written
+                size[e.id] = len(members)
     marks = {m["id"]: m for m in p.marks}
     for eid, n in sorted(size.items()):
         row = marks.get(eid)

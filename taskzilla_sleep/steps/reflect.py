@@ -174,12 +174,12 @@ def plan(ctx: StepContext) -> ReflectPlan:
 
     # The people and messages behind each belief compared: reflect shows them to the model, and the
     # kind of a contradiction (an update or a disagreement) is decided from them.
-    evidence = _evidence(ctx, {x.id: x for n, o, _ in pairs for x in (n, o)}.values())
+    compared = {x.id: x for n, o, _ in pairs for x in (n, o)}
+    evidence = _evidence(ctx, compared.values())
+    spans = {i: Span.of(x, evidence[i]) for i, x in compared.items()}
+    views = {i: _view(x, evidence[i], spans[i]) for i, x in compared.items()}
     requests = [
-        ReflectRequest(
-            team=ctx.team, new=_view(n, evidence[n.id]), old=_view(o, evidence[o.id]), similarity=round(s, 4)
-        )
-        for n, o, s in pairs
+        ReflectRequest(team=ctx.team, new=views[n.id], old=views[o.id], similarity=round(s, 4)) for n, o, s in pairs
     ]
     verdicts = ctx.llm.classify_many(requests)
     p.compared = len(pairs)
@@ -196,7 +196,7 @@ def plan(ctx: StepContext) -> ReflectPlan:
         if new.id in gone or old.id in gone:
             continue
         p.guarded += answer is not verdict
-        _decide(ctx, p, new, old, answer, gone, absorbed, evidence)
+        _decide(ctx, p, new, old, answer, gone, absorbed, spans)
     for x in changed:
         attempts = x.reflect_attempts + 1 if x.id in failed else 0
         p.given_up += x.id in failed and attempts >= retry
@@ -219,7 +219,7 @@ def _decide(
     verdict: Verdict,
     gone: set[str],
     absorbed: dict[str, Episode],
-    evidence: dict[str, list[Episode]],
+    spans: dict[str, Span],
 ) -> None:
     rel = verdict.relation
     if rel == "same" and not (new.pinned or old.pinned) and PatternStatus.CONTESTED not in (new.status, old.status):
@@ -252,7 +252,7 @@ def _decide(
     elif rel == "unrelated":
         p.unrelated.append((new.id, old.id))
     else:
-        kind = contradiction_kind(rel, Span.of(old, evidence[old.id]), Span.of(new, evidence[new.id]))
+        kind = contradiction_kind(rel, spans[old.id], spans[new.id])
         c = Contradiction(
             id=contradiction_id(ctx.team, old.id, new.id),
             team=ctx.team,
@@ -301,8 +301,7 @@ def _evidence(ctx: StepContext, patterns: Iterable[Pattern]) -> dict[str, list[E
     return {x.id: sorted((found[i] for i in x.evidence_ids if i in found), key=lambda e: (e.ts, e.id)) for x in pats}
 
 
-def _view(x: Pattern, evidence: Sequence[Episode]) -> PatternView:
-    span = Span.of(x, evidence)
+def _view(x: Pattern, evidence: Sequence[Episode], span: Span) -> PatternView:
     said = [e for e in evidence if e.provenance is not Provenance.BOT and e.text.strip()]
     examples = [said[0], said[-1]] if len(said) > 1 else said  # the first and the latest statement
     names = Counter(e.author for e in evidence if e.provenance is not Provenance.BOT)
