@@ -41,7 +41,7 @@ import httpx
 import structlog
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from taskzilla_sleep.errors import ConfigError, StoreError, TaskzillaError
+from taskzilla_sleep.errors import ConfigError, DeliveryError, StoreError
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Episode, EpisodeStatus, Pattern, from_ms, to_ms
 from taskzilla_sleep.settings import AlertChannel, AlertSettings
 from taskzilla_sleep.stores.cycle_queries import UNREADABLE, contradiction_from_props, why_unreadable
@@ -439,27 +439,6 @@ def webhook_payload(msg: AlertMessage, idempotency_key: str) -> Row:
 
 
 # -- senders --------------------------------------------------------------------------------------
-
-
-class DeliveryError(TaskzillaError):
-    """One delivery attempt failed. The message is already free of secrets.
-
-    Every kind of failure is retried later (a 4xx may be fixed by fixing the config while the
-    alert waits); ``config_problem`` only decides whether it is logged as an error.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        retry_after_s: float | None = None,
-        config_problem: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after_s = retry_after_s
-        self.config_problem = config_problem
 
 
 def _secret_variants(values: Sequence[str]) -> list[str]:

@@ -19,6 +19,14 @@ from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.vector import VectorStore
 
 Keep = Literal["new", "old", "both"]
+KEEP_CHOICES = "new|old|both"
+
+
+def resolve_command(contradiction_id: str, keep: str = KEEP_CHOICES, note: bool = False) -> str:
+    """The command a person runs to resolve a contradiction (alerts, reports and lists show it)."""
+    return f"taskzilla-sleep contradictions resolve {contradiction_id} --keep {keep} --by NAME" + (
+        " [--note TEXT]" if note else ""
+    )
 
 
 def find(graph: CypherGraphStore, cid: str) -> Contradiction:

@@ -31,3 +31,33 @@ class StoreError(TaskzillaError):
 
 class LLMError(TaskzillaError):
     """The language model failed or answered something unusable."""
+
+
+class NotFound(InputError):
+    """What a request names does not exist (a contradiction id, a fact id). API: 404."""
+
+
+class Conflict(InputError):
+    """The request contradicts the current state (an already resolved contradiction with another
+    decision, a pinned fact that cannot be superseded). API: 409."""
+
+
+class DeliveryError(TaskzillaError):
+    """One delivery attempt of a chat alert failed. The message is already free of secrets.
+
+    Every kind of failure is retried later (a 4xx may be fixed by fixing the config while the
+    alert waits); ``config_problem`` only decides whether it is logged as an error.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        config_problem: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.config_problem = config_problem

@@ -10,7 +10,7 @@ import hashlib
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -351,7 +351,11 @@ class Tombstone(BaseModel):
     pattern_id: str | None = None
 
 
+# The nightly steps in cycle order, written here and nowhere else. Prune before distill (yesterday's
+# garbage must not shape today's patterns); decay after reflect (an episode is not retired before its
+# lesson survived the cross-check).
 StepName = Literal["prune", "distill", "reflect", "decay"]
+STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 RunTrigger = Literal["schedule", "catch-up", "watchdog", "manual", "demo"]
 StepStatusName = Literal["pending", "running", "ok", "failed", "skipped", "abandoned"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, PatternStatus
 from taskzilla_sleep.pipeline import NightResult
-from taskzilla_sleep.steps.base import one_line
 from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.text import one_line
 
 
 def render_plan(result: NightResult) -> str:

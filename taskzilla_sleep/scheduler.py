@@ -15,9 +15,8 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
-from taskzilla_sleep.models import StepName
+from taskzilla_sleep.models import STEP_NAMES, StepName
 from taskzilla_sleep.settings import ScheduleSettings
-from taskzilla_sleep.steps import STEP_NAMES
 
 
 class Clock(Protocol):

@@ -48,6 +48,7 @@ from taskzilla_sleep.llm.base import (
     validate_draft,
 )
 from taskzilla_sleep.models import Evidence, PatternKind
+from taskzilla_sleep.text import one_line
 
 ChatMessage = dict[str, str]
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
@@ -573,23 +574,23 @@ def _episode_line(n: int, e: EpisodeView) -> str:
         "channel": e.channel,
         "author": e.author,
         "provenance": e.provenance,
-        "text": _one_line(e.text, MAX_EPISODE_CHARS),
+        "text": one_line(e.text, MAX_EPISODE_CHARS),
     }
     return _data_json(row)
 
 
 def _view_json(p: PatternView) -> str:
     row = {
-        "statement": _one_line(p.statement, MAX_STATEMENT_CHARS),
+        "statement": one_line(p.statement, MAX_STATEMENT_CHARS),
         "kind": p.kind.value,
         "first_seen": f"{p.first_seen:%Y-%m-%d}",
         "last_seen": f"{(p.last_seen or p.first_seen):%Y-%m-%d}",
         "stated_by": dict(p.authors) if p.authors else {"(unknown)": p.support},
         "subjects": list(p.subjects),
-        "examples": [_one_line(x, 200) for x in p.examples],
+        "examples": [one_line(x, 200) for x in p.examples],
     }
     if p.replaces:
-        row["replaces"] = _one_line(p.replaces, 200)
+        row["replaces"] = one_line(p.replaces, 200)
     return _data_json(row)
 
 
@@ -602,13 +603,8 @@ def _iso(t: datetime) -> str:
 
 
 def _clean_reason(text: str) -> str:
-    reason = _one_line(text, _MAX_REASON_CHARS)
+    reason = one_line(text, _MAX_REASON_CHARS)
     return reason if injection(reason) is None else "(reason withheld: it read as an instruction)"
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())  # one message a line: the model must not mistake a newline for a new message
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _json_text(content: str) -> str:

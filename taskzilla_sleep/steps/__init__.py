@@ -1,4 +1,4 @@
-"""The four nightly steps. Their order is written here and nowhere else."""
+"""The four nightly steps, in the cycle order ``models.STEP_NAMES`` declares."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from taskzilla_sleep.models import StepName
+from taskzilla_sleep.models import STEP_NAMES, StepName
 from taskzilla_sleep.steps import decay, distill, prune, reflect
 from taskzilla_sleep.steps.base import Plan, StepContext
 
@@ -21,14 +21,12 @@ class Step:
     resume: Callable[[StepContext], dict[str, int] | None] | None = None
 
 
-# Prune before distill (yesterday's garbage must not shape today's patterns); decay after reflect
-# (an episode is not retired before its lesson survived the cross-check).
-ORDER: tuple[Step, ...] = (
-    Step("prune", prune.plan, prune.apply),
-    Step("distill", distill.plan, distill.apply, distill.resume),
-    Step("reflect", reflect.plan, reflect.apply),
-    Step("decay", decay.plan, decay.apply),
-)
-STEP_NAMES: tuple[StepName, ...] = tuple(s.name for s in ORDER)
+_STEPS: dict[StepName, Step] = {
+    "prune": Step("prune", prune.plan, prune.apply),
+    "distill": Step("distill", distill.plan, distill.apply, distill.resume),
+    "reflect": Step("reflect", reflect.plan, reflect.apply),
+    "decay": Step("decay", decay.plan, decay.apply),
+}
+ORDER: tuple[Step, ...] = tuple(_STEPS[name] for name in STEP_NAMES)
 
 __all__ = ["ORDER", "STEP_NAMES", "Plan", "Step", "StepContext"]

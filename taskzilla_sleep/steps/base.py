@@ -95,8 +95,3 @@ def retire_episodes(ctx: StepContext, rows: list[dict[str, Any]], step: str) -> 
     crashpoint(f"{step}.after_graph")
     if rows:
         ctx.vectors.delete(ctx.team, "episodes", [str(r["id"]) for r in rows])
-
-
-def one_line(text: str, width: int = 90) -> str:
-    t = " ".join(text.split())
-    return t if len(t) <= width else t[: width - 1] + "…"

@@ -14,7 +14,8 @@ from datetime import timedelta
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.models import Episode, EpisodeStatus, to_ms
 from taskzilla_sleep.policies import decay_eligible
-from taskzilla_sleep.steps.base import StepContext, one_line, retire_episodes
+from taskzilla_sleep.steps.base import StepContext, retire_episodes
+from taskzilla_sleep.text import one_line
 
 
 @dataclass

@@ -61,8 +61,9 @@ from taskzilla_sleep.policies import (
     status_for,
     topic_for,
 )
-from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext, one_line
+from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
 from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.text import one_line
 
 log = structlog.get_logger(__name__)
 

@@ -16,8 +16,9 @@ import numpy as np
 
 from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, to_ms
 from taskzilla_sleep.policies import last_touched, prune_eligible
-from taskzilla_sleep.steps.base import StepContext, one_line, retire_episodes
+from taskzilla_sleep.steps.base import StepContext, retire_episodes
 from taskzilla_sleep.stores.vector import VectorKind
+from taskzilla_sleep.text import one_line
 
 
 @dataclass

@@ -49,7 +49,8 @@ from taskzilla_sleep.policies import (
     is_stale,
     ledger_confidence,
 )
-from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext, one_line
+from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
+from taskzilla_sleep.text import one_line
 
 log = structlog.get_logger(__name__)
 
