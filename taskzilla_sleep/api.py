@@ -24,8 +24,7 @@ from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, validate_item
 from taskzilla_sleep.models import TEAM_RE, Contradiction, EpisodeIn, StorableStr
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -61,7 +60,7 @@ class ApiDeps:
     def __init__(
         self,
         settings: Settings,
-        graph: CypherGraphStore,
+        graph: GraphStore,
         vectors: VectorStore,
         ingestor: Ingestor,
         clock: Callable[[], datetime],

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -17,11 +16,7 @@ from taskzilla_sleep.errors import ConfigError, StoreError
 from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.settings import Secrets, Settings
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import Embedder, VectorStore
-
-if TYPE_CHECKING:
-    from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -29,7 +24,7 @@ log = structlog.get_logger(__name__)
 @dataclass
 class Services:
     settings: Settings
-    graph: CypherGraphStore
+    graph: GraphStore
     vectors: VectorStore
     embedder: Embedder
     _llm: LLMProvider | None = field(default=None, repr=False)
@@ -136,49 +131,19 @@ def _read_only_fs(path: Path) -> bool:
         return False
 
 
-def build_graph(settings: Settings, secrets: Secrets) -> CypherGraphStore:
-    g = settings.graph
-    if g.backend == "neo4j":
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+def build_graph(settings: Settings, secrets: Secrets) -> GraphStore:
+    from taskzilla_sleep.stores.backends import open_graph
 
-        password = secrets.neo4j_password.get_secret_value() if secrets.neo4j_password else None
-        auth = (g.neo4j_user, password) if password else None
-        store = Neo4jGraphStore(g.neo4j_uri, auth, g.neo4j_database, g.connect_timeout_s, g.batch_size)
-        try:
-            _check_neo4j_auth(store, settings, has_password=password is not None)
-        except BaseException:
-            store.close()
-            raise
-        return store
-    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
-
-    where = _store_dir(settings, "falkordb")
-    return FalkorDBGraphStore.start(where, g.falkordb_graph, g.connect_timeout_s, g.batch_size)
-
-
-def _check_neo4j_auth(store: Neo4jGraphStore, settings: Settings, has_password: bool) -> None:
-    """A refused login is a configuration error naming the variable, not the server's 'missing key'."""
-    g = settings.graph
-    if store.authentication_accepted():  # unreachable: the StoreError the first query would raise
-        return
-    if not has_password:
-        raise ConfigError(
-            f"config error: neo4j at {g.neo4j_uri} requires a password: set TASKZILLA_NEO4J_PASSWORD "
-            f"(the password of graph.neo4j_user = {g.neo4j_user!r})"
-        )
-    raise ConfigError(
-        f"config error: neo4j at {g.neo4j_uri} refused user {g.neo4j_user!r} with the password in "
-        "TASKZILLA_NEO4J_PASSWORD (or NEO4J_PASSWORD): check both"
-    )
+    password = secrets.neo4j_password.get_secret_value() if secrets.neo4j_password else None
+    where = _store_dir(settings, "falkordb") if settings.graph.backend == "falkordb" else settings.data_dir
+    return open_graph(settings.graph, password, where)
 
 
 def build_vectors(settings: Settings, embedder: Embedder) -> VectorStore:
-    from taskzilla_sleep.stores.chroma import ChromaVectorStore
+    from taskzilla_sleep.stores.backends import open_vectors
 
-    v = settings.vector
-    if v.backend == "chroma-server":
-        return ChromaVectorStore.server(v.host, v.port, embedder, timeout_s=v.timeout_s)
-    return ChromaVectorStore.embedded(_store_dir(settings, "chroma"), embedder)
+    where = _store_dir(settings, "chroma") if settings.vector.backend == "chroma-embedded" else settings.data_dir
+    return open_vectors(settings.vector, embedder, where)
 
 
 def build(settings: Settings, secrets: Secrets | None = None, ensure_schema: bool = True) -> Services:

@@ -1,4 +1,4 @@
-"""The human loop (seed 002): only a person's resolution supersedes a belief.
+"""The human loop: only a person's resolution supersedes a belief.
 
 keep new -> the old belief is superseded: archived with who, when and why, a SUPERSEDES link from
 the winner, its vector removed. keep old -> the new one is archived the same way. keep both ->
@@ -11,12 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.models import Contradiction, ContradictionStatus, Pattern, PatternStatus, to_ms, unstorable
+from taskzilla_sleep.errors import Conflict, InputError
+from taskzilla_sleep.models import Contradiction, ContradictionStatus, Pattern, PatternStatus, unstorable
 from taskzilla_sleep.policies import status_for
-from taskzilla_sleep.stores.cycle_queries import contradiction_props, pattern_props
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, PatternUpdate, VectorStore
 
 Keep = Literal["new", "old", "both"]
 KEEP_CHOICES = "new|old|both"
@@ -29,15 +27,8 @@ def resolve_command(contradiction_id: str, keep: str = KEEP_CHOICES, note: bool 
     )
 
 
-def find(graph: CypherGraphStore, cid: str) -> Contradiction:
-    for c in graph.contradictions():
-        if c.id == cid:
-            return c
-    raise InputError(f"no contradiction with id {cid!r} (see `taskzilla-sleep contradictions list`)")
-
-
 def resolve(
-    graph: CypherGraphStore,
+    graph: GraphStore,
     vectors: VectorStore,
     cid: str,
     keep: Keep,
@@ -51,16 +42,16 @@ def resolve(
     for what, value in (("--by", by), ("--note", note or "")):
         if (why := unstorable(value)) is not None:
             raise InputError(f"resolve: {what}: {why}")
-    c = find(graph, cid)
+    c = graph.get_contradiction(cid)
     if c.status is ContradictionStatus.RESOLVED:
-        raise InputError(
+        raise Conflict(
             f"contradiction {cid} is already resolved (kept {c.resolution}, by {c.resolved_by} at "
             f"{c.resolved_at.isoformat() if c.resolved_at else '?'}); nothing changed"
         )
     pats = {p.id: p for p in graph.patterns_by_id([c.old_pattern_id, c.new_pattern_id])}
     old, new = pats.get(c.old_pattern_id), pats.get(c.new_pattern_id)
     if old is None or new is None:
-        raise InputError(f"contradiction {cid} refers to a belief that no longer exists")
+        raise Conflict(f"contradiction {cid} refers to a belief that no longer exists")
     done = c.model_copy(
         update={
             "status": ContradictionStatus.RESOLVED,
@@ -73,14 +64,14 @@ def resolve(
     why = note or f"contradiction {cid} resolved by {by.strip()}: keep {keep}"
     if keep == "both":
         graph.resolve_keep_both(
-            contradiction_props(done),
-            {"id": old.id, "status": _back(old, floor).value, "updated_at": to_ms(now)},
-            {"id": new.id, "status": _back(new, floor).value, "updated_at": to_ms(now)},
+            done,
+            PatternUpdate(id=old.id, status=_back(old, floor), updated_at=now),
+            PatternUpdate(id=new.id, status=_back(new, floor), updated_at=now),
         )
         return done
     winner, loser = (new, old) if keep == "new" else (old, new)
     if loser.pinned:
-        raise InputError(f"{loser.id} is a pinned fact and cannot be superseded; unpin it first (`facts unpin`)")
+        raise Conflict(f"{loser.id} is a pinned fact and cannot be superseded; unpin it first (`facts unpin`)")
     archived = loser.model_copy(
         update={
             "status": PatternStatus.SUPERSEDED,
@@ -94,7 +85,7 @@ def resolve(
     )
     won = winner.model_copy(update={"status": _back(winner, floor), "updated_at": now})
     # Graph first (one atomic write), then the loser's vector leaves Chroma.
-    graph.resolve_supersede(contradiction_props(done), pattern_props(won), pattern_props(archived))
+    graph.resolve_supersede(done, won, archived)
     vectors.delete(c.team, "patterns", [loser.id])
     return done
 

@@ -1,6 +1,6 @@
 """Embedders: the offline MiniLM (ONNX, int8) and hosted models through litellm.
 
-Both satisfy :class:`taskzilla_sleep.stores.vector.Embedder`. Chroma needs its own
+Both satisfy :class:`taskzilla_sleep.stores.ports.Embedder`. Chroma needs its own
 ``EmbeddingFunction`` type; :func:`chroma_embedding_function` gives it one for any embedder, so
 a collection is never opened with Chroma's default function (which downloads a model).
 """
@@ -24,7 +24,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
 
 from taskzilla_sleep.errors import LLMError, StoreError
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 
 log = structlog.get_logger(__name__)
 

@@ -11,11 +11,10 @@ import hashlib
 import re
 from datetime import datetime
 
-from taskzilla_sleep.errors import InputError
+from taskzilla_sleep.errors import Conflict, InputError, NotFound
 from taskzilla_sleep.models import TEAM_RE, Pattern, PatternKind, PatternStatus, unstorable
 from taskzilla_sleep.policies import slug
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, PatternUpdate, VectorStore
 
 
 def fact_id(team: str, text: str) -> str:
@@ -23,7 +22,7 @@ def fact_id(team: str, text: str) -> str:
 
 
 def pin(
-    graph: CypherGraphStore, vectors: VectorStore, team: str, text: str, by: str, now: datetime, entity: str | None
+    graph: GraphStore, vectors: VectorStore, team: str, text: str, by: str, now: datetime, entity: str | None
 ) -> Pattern:
     statement = " ".join(text.split())
     if not re.fullmatch(TEAM_RE, team):
@@ -68,32 +67,30 @@ def pin(
     return fact
 
 
-def list_facts(graph: CypherGraphStore, team: str | None) -> list[Pattern]:
+def list_facts(graph: GraphStore, team: str | None) -> list[Pattern]:
     teams = [team] if team else graph.teams()
     return [p for t in teams for p in graph.patterns(t) if p.pinned]
 
 
-def unpin(graph: CypherGraphStore, vectors: VectorStore, fid: str, by: str, now: datetime) -> Pattern:
+def unpin(graph: GraphStore, vectors: VectorStore, fid: str, by: str, now: datetime) -> Pattern:
     if (why := unstorable(by)) is not None:
         raise InputError(f"facts unpin: --by: {why}")
     found = graph.patterns_by_id([fid])
     if not found or not found[0].pinned:
-        raise InputError(f"facts unpin: no pinned fact with id {fid!r} (see `taskzilla-sleep facts list`)")
+        raise NotFound(f"facts unpin: no pinned fact with id {fid!r} (see `taskzilla-sleep facts list`)")
     fact = found[0]
     if fact.status is not PatternStatus.ACTIVE:
-        raise InputError(f"facts unpin: {fid} was already unpinned by {fact.archived_by} at {fact.archived_at}")
-    graph.set_patterns(
+        raise Conflict(f"facts unpin: {fid} was already unpinned by {fact.archived_by} at {fact.archived_at}")
+    graph.update_patterns(
         [
-            {
-                "id": fid,
-                "set": {
-                    "status": PatternStatus.RETIRED.value,
-                    "archived_by": by,
-                    "archived_at": int(now.timestamp() * 1000),
-                    "archived_reason": "unpinned",
-                    "valid_to": int(now.timestamp() * 1000),
-                },
-            }
+            PatternUpdate(
+                id=fid,
+                status=PatternStatus.RETIRED,
+                archived_by=by,
+                archived_at=now,
+                archived_reason="unpinned",
+                valid_to=now,
+            )
         ]
     )
     vectors.delete(fact.team, "patterns", [fid])

@@ -3,7 +3,7 @@
 Bad input is reported with file, line, field and reason, and nothing from that file is written:
 the schema, the characters the stores can hold, timestamps in a sane range, and ids — an id
 already stored (or used earlier in the file) with other content is an error, with the same content
-a no-op. The graph write itself is all or nothing (see ``CypherGraphStore.upsert_episodes``).
+a no-op. The graph write itself is all or nothing (see ``GraphStore.upsert_episodes``).
 Write discipline (SPEC §4) skips content a connected tool can re-derive: counted and logged, not
 stored.
 """
@@ -24,8 +24,7 @@ from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, Episode, EpisodeIn, EpisodeStatus, from_ms, to_ms
 from taskzilla_sleep.settings import ConnectorRule, IngestSettings
-from taskzilla_sleep.stores.graph import GraphStore, StoredEpisode
-from taskzilla_sleep.stores.vector import MetaValue, VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, MetaValue, StoredEpisode, VectorStore
 
 log = structlog.get_logger(__name__)
 

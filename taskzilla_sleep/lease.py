@@ -20,31 +20,9 @@ from collections.abc import Callable
 import structlog
 
 from taskzilla_sleep.errors import StoreError, TaskzillaError
-from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim
 
 log = structlog.get_logger(__name__)
-
-# The first SET takes the node's write lock (Neo4j), so the WHERE below reads the latest committed
-# holder: two replicas cannot both see an expired lease and both take it. FalkorDB runs writes one
-# at a time, so the same query is atomic there too.
-Q_ACQUIRE = """
-MERGE (l:Lease {name: $name})
-SET l.touched_at = $now
-WITH l
-WHERE l.holder IS NULL OR l.holder = $me OR l.expires_at < $now OR l.holder = $dead
-SET l.holder = $me, l.expires_at = $expires, l.host = $host, l.pid_ns = $pid_ns, l.pid = $pid
-RETURN l.holder AS holder
-"""
-Q_RELEASE = """
-MATCH (l:Lease {name: $name})
-WHERE l.holder = $me
-SET l.holder = null, l.expires_at = 0
-RETURN count(l) AS n
-"""
-Q_HOLDER = """
-MATCH (l:Lease {name: $name})
-RETURN l.holder AS holder, l.expires_at AS expires_at, l.host AS host, l.pid_ns AS pid_ns, l.pid AS pid
-"""
 
 
 def holder_id(role: str = "worker") -> str:
@@ -74,7 +52,7 @@ class LeaseBusy(TaskzillaError):
 
 
 class Lease:
-    def __init__(self, graph: CypherGraphStore, name: str, ttl_s: float, me: str | None = None) -> None:
+    def __init__(self, graph: GraphStore, name: str, ttl_s: float, me: str | None = None) -> None:
         self._graph = graph
         self.name = name
         self.ttl_s = ttl_s
@@ -94,24 +72,13 @@ class Lease:
         return dead is not None and self._try(dead=dead)
 
     def _try(self, dead: str | None) -> bool:
-        now = int(time.time() * 1000)
-        params = {
-            "name": self.name,
-            "me": self.me,
-            "now": now,
-            "expires": now + int(self.ttl_s * 1000),
-            "dead": dead,
-            "host": self._host,
-            "pid_ns": self._pid_ns,
-            "pid": os.getpid(),
-        }
+        claim = LeaseClaim(self.me, self._host, self._pid_ns, os.getpid())
         try:
-            rows = self._graph.execute(Q_ACQUIRE, params)
+            taken = self._graph.try_lease(self.name, claim, int(time.time() * 1000), int(self.ttl_s * 1000), dead)
         except StoreError as exc:
             # Two replicas creating the lease node at once: one loses on the uniqueness constraint.
             log.info("lease_contended", lease=self.name, error=str(exc)[:200])
             return False
-        taken = bool(rows) and rows[0]["holder"] == self.me
         if taken and dead is not None:
             log.warning("lease_taken_from_dead_holder", lease=self.name, dead=dead, holder=self.me)
         return taken
@@ -119,16 +86,15 @@ class Lease:
     def _dead_holder(self) -> str | None:
         """The holder, if it was a process of this machine's pid namespace that is gone."""
         try:
-            rows = self._graph.query(Q_HOLDER, {"name": self.name})
+            state = self._graph.lease_state(self.name)
         except StoreError:
             return None
-        if not rows or self._pid_ns is None:
+        if state is None or self._pid_ns is None:
             return None
-        r = rows[0]
-        if r["holder"] in (None, self.me) or r["host"] != self._host or r["pid_ns"] != self._pid_ns:
+        if state.holder in (None, self.me) or state.host != self._host or state.pid_ns != self._pid_ns:
             return None
-        pid = r["pid"]
-        return str(r["holder"]) if isinstance(pid, int) and pid != os.getpid() and not _pid_alive(pid) else None
+        pid = state.pid
+        return state.holder if pid is not None and pid != os.getpid() and not _pid_alive(pid) else None
 
     def acquire(
         self,
@@ -166,7 +132,7 @@ class Lease:
         with self._renewing:  # a renewal in flight ends (within its store timeout) before we release
             self._renewer = None
         try:
-            self._graph.execute(Q_RELEASE, {"name": self.name, "me": self.me})
+            self._graph.release_lease(self.name, self.me)
         except StoreError as exc:
             log.warning("lease_release_failed", lease=self.name, error=str(exc)[:200])
 
@@ -182,10 +148,8 @@ class Lease:
         return marked
 
     def holder(self) -> tuple[str | None, int]:
-        rows = self._graph.query(Q_HOLDER, {"name": self.name})
-        if not rows:
-            return None, 0
-        return rows[0]["holder"], int(rows[0]["expires_at"] or 0)
+        state = self._graph.lease_state(self.name)
+        return (None, 0) if state is None else (state.holder, state.expires_at_ms)
 
     def keep_alive(self) -> None:
         """Renew every ttl/3 in a background thread until release()."""

@@ -27,7 +27,7 @@ from taskzilla_sleep.models import (
     PatternStatus,
 )
 from taskzilla_sleep.settings import MemoryIndexSettings, Settings
-from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import GraphStore
 
 
 def value_of(p: Pattern) -> float:
@@ -199,7 +199,7 @@ def _atomic_write(path: Path, text: str) -> Path:
     return path
 
 
-def rebuild_memory(graph: CypherGraphStore, settings: Settings) -> int:
+def rebuild_memory(graph: GraphStore, settings: Settings) -> int:
     """Rewrite every team's index and topic files; returns how many index entries there are in all."""
     total = 0
     for team in graph.teams():

@@ -34,7 +34,7 @@ from taskzilla_sleep.report import (
     percentile,
     store_growth_signal,
 )
-from taskzilla_sleep.stores.graph import GraphCounts
+from taskzilla_sleep.stores.ports import GraphCounts
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -73,7 +73,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 class LedgerSource(Protocol):
-    """What build_registry needs from the graph store (CypherGraphStore has both)."""
+    """What build_registry needs from the graph store (GraphStore has both)."""
 
     def runs(self, n: int) -> list[Run]: ...
 

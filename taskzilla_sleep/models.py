@@ -337,6 +337,10 @@ class Contradiction(BaseModel):
     note: str | None = None
     prompt_id: str | None = None  # the reflect prompt (or offline rule set) whose verdict opened it
 
+    @property
+    def pattern_ids(self) -> tuple[str, str]:
+        return (self.old_pattern_id, self.new_pattern_id)
+
 
 class Tombstone(BaseModel):
     """What is left of an item removed from the stores: the audit trail stays whole."""

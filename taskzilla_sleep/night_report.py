@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, PatternStatus
 from taskzilla_sleep.pipeline import NightResult
-from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import GraphStore
 from taskzilla_sleep.text import one_line
 
 
@@ -19,7 +19,7 @@ def render_plan(result: NightResult) -> str:
     return "\n".join(lines)
 
 
-def render_night(result: NightResult, graph: CypherGraphStore) -> str:
+def render_night(result: NightResult, graph: GraphStore) -> str:
     run = result.run
     out = [f"night {run.id} at {run.now.isoformat()} ({run.trigger})"]
     if result.repaired_drift:

@@ -26,8 +26,7 @@ from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.steps import ORDER, STEP_NAMES
 from taskzilla_sleep.steps.base import Abandoned, NoUsableAnswers, StepContext
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import Embedder, VectorStore
+from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +69,7 @@ def run_id_for(now: datetime, trigger: str, steps: Sequence[str]) -> str:
 def run_night(
     *,
     settings: Settings,
-    graph: CypherGraphStore,
+    graph: GraphStore,
     vectors: VectorStore,
     embedder: Embedder,
     llm: LLMProvider,
@@ -234,7 +233,7 @@ def run_night(
         bound.__exit__(None, None, None)
 
 
-def store_sizes(graph: CypherGraphStore, vectors: VectorStore) -> dict[str, int]:
+def store_sizes(graph: GraphStore, vectors: VectorStore) -> dict[str, int]:
     """What ops watch grow: it must be linear in patterns, not in messages."""
     teams = vectors.teams()
     return graph.counts().sizes() | {

@@ -16,8 +16,7 @@ from datetime import datetime
 import structlog
 
 from taskzilla_sleep.models import TEAM_RE
-from taskzilla_sleep.stores.graph import GraphStore, Poisoned
-from taskzilla_sleep.stores.vector import VectorKind, VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, Poisoned, VectorKind, VectorStore
 
 log = structlog.get_logger(__name__)
 

@@ -26,8 +26,7 @@ from taskzilla_sleep.models import (
     normalize_name,
 )
 from taskzilla_sleep.quarantine import settle
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, VectorStore
 
 FACT_MIN_SIMILARITY = 0.2
 PATTERN_MIN_SIMILARITY = 0.25
@@ -67,7 +66,7 @@ class RecallItem(BaseModel):
 
 
 def recall(
-    graph: CypherGraphStore,
+    graph: GraphStore,
     vectors: VectorStore,
     query: str,
     now: datetime,
@@ -145,7 +144,7 @@ def recall(
     return items
 
 
-def _with_counterparts(graph: CypherGraphStore, items: list[RecallItem]) -> list[RecallItem]:
+def _with_counterparts(graph: GraphStore, items: list[RecallItem]) -> list[RecallItem]:
     """Each belief of an open contradiction followed by the other one (fetched if the query did not
     find it), both with the contradiction's id; the new belief of an open update marked as a change
     awaiting confirmation, with the belief it replaces."""

@@ -16,8 +16,7 @@ from pydantic import BaseModel, Field
 
 from taskzilla_sleep.ingest import episode_metadata
 from taskzilla_sleep.quarantine import settle
-from taskzilla_sleep.stores.graph import GraphStore, ItemKind
-from taskzilla_sleep.stores.vector import MetaValue, VectorKind, VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, VectorKind, VectorStore
 
 log = structlog.get_logger(__name__)
 

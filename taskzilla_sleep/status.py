@@ -6,8 +6,7 @@ from pydantic import BaseModel, Field
 
 from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.settings import Secrets, Settings
-from taskzilla_sleep.stores.graph import GraphCounts, GraphStore
-from taskzilla_sleep.stores.vector import VectorStore
+from taskzilla_sleep.stores.ports import GraphCounts, GraphStore, VectorStore
 
 
 class BackendHealth(BaseModel):

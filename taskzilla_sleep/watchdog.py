@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 from taskzilla_sleep.settings import WatchdogSettings
 from taskzilla_sleep.steps.distill import last_distill
-from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import GraphStore
 
 
-def watchdog_due(graph: CypherGraphStore, team: str, now: datetime, s: WatchdogSettings) -> tuple[bool, int]:
+def watchdog_due(graph: GraphStore, team: str, now: datetime, s: WatchdogSettings) -> tuple[bool, int]:
     """(due, new episodes since the last distill)."""
     last = last_distill(graph, team)
     if last is not None and now - last < timedelta(minutes=s.cooldown_minutes):

@@ -259,7 +259,6 @@ class Worker:
 
         self._senders = build_senders(self.settings.alerts, self._env)
         self._outbox = Outbox(self.s.graph)
-        self._outbox.ensure_schema()
 
     # -- the API ----------------------------------------------------------------------------------
     def start_api(self) -> str | None:

@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
                 for t in s.vectors.teams()
                 for k in ("episodes", "patterns")
             }
-            print(json.dumps({"graph": s.graph.export(), "vectors": vecs, "drift": drift}, default=str))
+            print(json.dumps({"graph": s.graph.snapshot(), "vectors": vecs, "drift": drift}, default=str))
     return 0
 
 

@@ -67,7 +67,7 @@ _STEP_CLOCK = ("started_at", "finished_at")
 
 
 def graph_snapshot(s: Services) -> dict[str, list[Any]]:
-    dump = s.graph.export(skip_labels=frozenset())
+    dump = s.graph.snapshot(skip_labels=frozenset())
     nodes = []
     for n in dump["nodes"]:
         props = dict(n["props"])

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from taskzilla_sleep.models import Entity, EntityKind, EntityLink, Episode, Provenance
-from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+from taskzilla_sleep.stores.falkordb import open_falkordb
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as d:
-        g = FalkorDBGraphStore.start(Path(d) / "falkordb")
+        g = open_falkordb(Path(d) / "falkordb")
         g.ensure_schema()
         n = days = 0
         try:

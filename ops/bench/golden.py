@@ -47,7 +47,7 @@ from taskzilla_sleep.llm.base import (
 from taskzilla_sleep.models import Episode, Pattern, PatternKind, Provenance
 from taskzilla_sleep.policies import Span, contradiction_kind
 from taskzilla_sleep.steps.reflect import guard
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden"
 _OUTCOME = {"supersedes": "update", "contradicts": "disagreement"}  # a conflict relation -> what opens

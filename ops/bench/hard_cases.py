@@ -207,8 +207,8 @@ def read_state(graph: Any, team: str) -> hs.StoreState:
             hs.ContradictionRow(c.id, c.old_pattern_id, c.new_pattern_id, c.status.value, c.kind.value)
             for c in graph.contradictions(team)
         ],
-        episodes={r["id"]: str(r["status"]) for r in graph.query(Q_EPISODES, {"team": team})},
-        tombstones=frozenset(r["id"] for r in graph.query(Q_TOMBSTONES, {"team": team})),
+        episodes={r["id"]: str(r["status"]) for r in graph.executor.read(Q_EPISODES, {"team": team})},
+        tombstones=frozenset(r["id"] for r in graph.executor.read(Q_TOMBSTONES, {"team": team})),
     )
 
 

@@ -165,7 +165,7 @@ def run(path: Path, days: int, work: Path, seed: int) -> dict[str, Any]:
             }
             for p in s.graph.patterns(TEAM)
         ]
-        statuses = [str(r["status"]) for r in s.graph.query(
+        statuses = [str(r["status"]) for r in s.graph.executor.read(
             "MATCH (e:Episode) WHERE e.team = $team RETURN e.status AS status", {"team": TEAM}
         )]  # fmt: skip
     out = figures(patterns, statuses, stored, authors, seed)

@@ -130,8 +130,8 @@ def evaluate(
     q.contradiction_recall = _ratio(q.changes_found, q.changes_expected)
     q.contradiction_precision = _ratio(q.contradictions_right, q.contradictions_opened)
 
-    states = {r["id"]: r for r in graph.query(Q_EPISODE_STATES, {"team": team})}
-    tombs = {r["id"]: r for r in graph.query(Q_TOMBSTONES, {"team": team}) if r["kind"] == "episode"}
+    states = {r["id"]: r for r in graph.executor.read(Q_EPISODE_STATES, {"team": team})}
+    tombs = {r["id"]: r for r in graph.executor.read(Q_TOMBSTONES, {"team": team}) if r["kind"] == "episode"}
     q.by_status = dict(sorted(Counter(str(r["status"]) for r in states.values()).items()))
     grace_ms = grace_hours * 3600 * 1000
     for r in states.values():

@@ -589,7 +589,7 @@ class _Bench:
         }
         self.nights.append(entry)
         sizes = dict(res.run.sizes_after)
-        sizes["nodes"] = int(self.s.graph.query("MATCH (n) RETURN count(n) AS n")[0]["n"])
+        sizes["nodes"] = int(self.s.graph.executor.read("MATCH (n) RETURN count(n) AS n")[0]["n"])
         sizes["disk_mb"] = _disk_mb(self.cfg.work, exclude="dataset")
         sizes["day"] = d + 1
         self.sizes.append(sizes)

@@ -26,7 +26,7 @@ from taskzilla_sleep.llm.base import (
 )
 from taskzilla_sleep.models import Evidence, PatternKind
 from taskzilla_sleep.policies import cohesion, content_words, disagree, is_change_statement, representative
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 
 _KIND_CUES: list[tuple[PatternKind, re.Pattern[str]]] = [
     (PatternKind.PREFERENCE, re.compile(r"\b(prefer|prefers|like|likes|rather|favou?r)\b", re.I)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -15,8 +15,7 @@ from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.models import Pattern
 from taskzilla_sleep.settings import Settings
-from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import Embedder, VectorKind, VectorStore
+from taskzilla_sleep.stores.ports import Embedder, GraphStore, Retirement, VectorKind, VectorStore
 
 
 class NoUsableAnswers(LLMError):
@@ -37,7 +36,7 @@ class StepContext:
     team: str
     now: datetime
     settings: Settings
-    graph: CypherGraphStore
+    graph: GraphStore
     vectors: VectorStore
     embedder: Embedder
     llm: LLMProvider
@@ -86,7 +85,7 @@ class Plan(Protocol):
 RETIRE_BATCH = 500
 
 
-def retire_episodes(ctx: StepContext, rows: list[dict[str, Any]], step: str) -> None:
+def retire_episodes(ctx: StepContext, rows: list[Retirement], step: str) -> None:
     """Retire or prune episodes: graph first (status, text dropped, tombstone) in atomic batches,
     then their vectors. A crash in between leaves orphan vectors, which the next prune or reconcile drops."""
     for i in range(0, len(rows), RETIRE_BATCH):
@@ -94,4 +93,4 @@ def retire_episodes(ctx: StepContext, rows: list[dict[str, Any]], step: str) -> 
         ctx.graph.retire_episodes(rows[i : i + RETIRE_BATCH])
     crashpoint(f"{step}.after_graph")
     if rows:
-        ctx.vectors.delete(ctx.team, "episodes", [str(r["id"]) for r in rows])
+        ctx.vectors.delete(ctx.team, "episodes", [r.id for r in rows])

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.models import Episode, EpisodeStatus, to_ms
+from taskzilla_sleep.models import Episode, EpisodeStatus
 from taskzilla_sleep.policies import decay_eligible
 from taskzilla_sleep.steps.base import StepContext, retire_episodes
+from taskzilla_sleep.stores.ports import Retirement
 from taskzilla_sleep.text import one_line
 
 
@@ -55,11 +56,7 @@ def plan(ctx: StepContext) -> DecayPlan:
 
 
 def apply(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
-    at = to_ms(ctx.now)
-    rows = [
-        {"id": e.id, "status": EpisodeStatus.RETIRED.value, "at": at, "reason": "absorbed", "pattern_id": pid}
-        for e, pid in plan.retire
-    ]
+    rows = [Retirement(e.id, EpisodeStatus.RETIRED, ctx.now, "absorbed", pid) for e, pid in plan.retire]
     retire_episodes(ctx, rows, "decay")
     crashpoint("decay.after_vectors")
     return plan.counts()

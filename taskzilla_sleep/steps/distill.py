@@ -62,7 +62,7 @@ from taskzilla_sleep.policies import (
     topic_for,
 )
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
-from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import EpisodeUpdate, GraphStore, Mention
 from taskzilla_sleep.text import one_line
 
 log = structlog.get_logger(__name__)
@@ -95,8 +95,8 @@ class DistillPlan:
     step: str = "distill"
     lookback: timedelta | None = None
     changes: list[PatternChange] = field(default_factory=list)
-    # What the night took into account: {"id": episode id, "set": properties} (nightly only).
-    marks: list[dict[str, Any]] = field(default_factory=list)
+    # What the night took into account, and the declines it remembers (nightly only).
+    marks: list[EpisodeUpdate] = field(default_factory=list)
     groups: int = 0
     skipped_groups: int = 0  # asked, no usable answer
     retry_groups: int = 0  # ... whose new episodes stay pending for the next night
@@ -174,7 +174,7 @@ class DistillPlan:
         return not (self.changes or self.marks)
 
 
-def last_distill(graph: CypherGraphStore, team: str) -> datetime | None:
+def last_distill(graph: GraphStore, team: str) -> datetime | None:
     """The clock time of the last distill (nightly or watchdog) of ``team``: what the watchdog counts from."""
     raw = graph.get_meta(LAST_DISTILL.format(team=team))
     return from_ms(int(raw)) if raw else None
@@ -231,7 +231,7 @@ def plan(ctx: StepContext) -> DistillPlan:
             Candidate(
                 e,
                 vecs[e.id].tolist(),
-                frozenset(r["key"] for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")),
+                frozenset(m.key for m in ents.get(e.id, []) if m.role not in ("author", "channel")),
                 _slots_of(e, ents, people),
                 topics(e.text),
             )
@@ -267,7 +267,7 @@ def plan(ctx: StepContext) -> DistillPlan:
                     )
                     for c in g.members
                 ),
-                known_entities=tuple(sorted({r["name"] for c in g.members for r in ents.get(c.episode.id, [])})),
+                known_entities=tuple(sorted({m.name for c in g.members for m in ents.get(c.episode.id, [])})),
                 min_support=s.min_episodes,
                 reference_time=ctx.now,
             )
@@ -330,10 +330,10 @@ def plan(ctx: StepContext) -> DistillPlan:
         # same links, whatever else is in the window (a rerun after a crash sees fewer raw episodes).
         entity_index = _entity_index({e.id: ents.get(e.id, []) for e in members})
         subjects = [entity_index[s.casefold()] for s in draft.subjects if s.casefold() in entity_index]
-        subject_keys = sorted({r["key"] for r in subjects})
+        subject_keys = sorted({m.key for m in subjects})
         if target is None:
             pid = pattern_id(ctx.team, support)
-            kinds = {r["name"]: r["kind"] for r in subjects}
+            kinds = {m.name: m.kind for m in subjects}
             channel = main_channel([e.channel for e in members])  # ties: the first to speak, never set order
             new = Pattern(
                 id=pid,
@@ -349,8 +349,8 @@ def plan(ctx: StepContext) -> DistillPlan:
                 created_at=ctx.now,
                 updated_at=ctx.now,
                 valid_from=min(by_id[i].ts for i in support),
-                subjects=sorted({r["name"] for r in subjects}),
-                topic=topic_for([r["name"] for r in subjects], kinds, channel, draft.kind.value),
+                subjects=sorted({m.name for m in subjects}),
+                topic=topic_for([m.name for m in subjects], kinds, channel, draft.kind.value),
                 availability_lag_s=_lag(ctx, [by_id[i] for i in support], s.min_episodes),
                 evidence=draft.evidence,
                 prompt_id=ctx.llm.prompt_ids["distill"],
@@ -459,13 +459,12 @@ def _remember_declines(p: DistillPlan, declined: Sequence[Sequence[Episode]]) ->
         for e in members:
             if len(members) > max(size.get(e.id, 0), e.declined_size):  # only what grows is written
                 size[e.id] = len(members)
-    marks = {m["id"]: m for m in p.marks}
+    at = {m.id: k for k, m in enumerate(p.marks)}
     for eid, n in sorted(size.items()):
-        row = marks.get(eid)
-        if row is None:
-            row = marks[eid] = {"id": eid, "set": {}}
-            p.marks.append(row)
-        row["set"]["declined_size"] = n
+        if eid in at:
+            p.marks[at[eid]] = p.marks[at[eid]].model_copy(update={"declined_size": n})
+        else:
+            p.marks.append(EpisodeUpdate(id=eid, declined_size=n))
 
 
 def _mark(
@@ -477,7 +476,6 @@ def _mark(
 ) -> None:
     """What the night took into account. The new episodes of a group without a usable answer stay
     pending (one attempt more) until ``max_attempts``; then they are given up like the rest."""
-    now = to_ms(p.now)
     failed: dict[str, Episode] = {}
     for members, _ in unanswered:
         news = [e for e in members if is_new(e)]
@@ -489,26 +487,26 @@ def _mark(
     for e in sorted((e for e in read if is_new(e)), key=lambda e: e.id):
         f = failed.get(e.id)
         if f is None:
-            p.marks.append({"id": e.id, "set": {"distilled_at": now}})
+            p.marks.append(EpisodeUpdate(id=e.id, distilled_at=p.now))
         elif f.distill_attempts + 1 < max_attempts:
-            p.marks.append({"id": e.id, "set": {"distill_attempts": f.distill_attempts + 1}})
+            p.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1))
         else:
-            p.marks.append({"id": e.id, "set": {"distill_attempts": f.distill_attempts + 1, "distilled_at": now}})
+            p.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1, distilled_at=p.now))
 
 
 _KIND_RANK = {"project": 0, "tool": 1, "topic": 2, "person": 3, "channel": 4}
 
 
-def _entity_index(ents: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def _entity_index(ents: dict[str, list[Mention]]) -> dict[str, Mention]:
     """Subject name -> entity. One name can be several entities (#ops the tag, ops the channel):
     prefer project, tool, topic, person, channel, then the key — never the order rows came back in."""
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, Mention] = {}
     for rows in ents.values():
         for r in rows:
-            name = r["name"].casefold()
+            name = r.name.casefold()
             cur = best.get(name)
-            rank = (_KIND_RANK.get(r["kind"], 9), r["key"])
-            if cur is None or rank < (_KIND_RANK.get(cur["kind"], 9), cur["key"]):
+            rank = (_KIND_RANK.get(r.kind, 9), r.key)
+            if cur is None or rank < (_KIND_RANK.get(cur.kind, 9), cur.key):
                 best[name] = r
     return best
 
@@ -610,12 +608,12 @@ def _states_it(
     return out
 
 
-def _names(members: Sequence[Episode], ents: dict[str, list[dict[str, Any]]]) -> list[str]:
+def _names(members: Sequence[Episode], ents: dict[str, list[Mention]]) -> list[str]:
     """The named things a group's episodes link (mentions, tags, projects, tools): named slots."""
-    return sorted({r["name"] for e in members for r in ents.get(e.id, []) if r["role"] not in ("author", "channel")})
+    return sorted({m.name for e in members for m in ents.get(e.id, []) if m.role not in ("author", "channel")})
 
 
-def _slots_of(e: Episode, ents: dict[str, list[dict[str, Any]]], people: frozenset[str]) -> Slots:
+def _slots_of(e: Episode, ents: dict[str, list[Mention]], people: frozenset[str]) -> Slots:
     return slots(e.text, _names([e], ents), people, e.author)
 
 
@@ -644,7 +642,7 @@ def apply(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
             )
     for i in range(0, len(plan.marks), MARK_BATCH):
         ctx.check_stop()
-        ctx.graph.set_episodes(plan.marks[i : i + MARK_BATCH])
+        ctx.graph.update_episodes(plan.marks[i : i + MARK_BATCH])
     crashpoint("distill.before_watermark")
     # The end, in one write: when this distill ran (the watchdog's cooldown counts from it) and the
     # journal closed. Before it, a crash leaves the journal, which the next run finishes.
@@ -704,7 +702,7 @@ def _to_journal(plan: DistillPlan) -> dict[str, Any]:
             }
             for c in plan.changes
         ],
-        "marks": plan.marks,
+        "marks": [m.model_dump(mode="json", exclude_unset=True) for m in plan.marks],
         "counts": plan.counts(),
         "failure": plan.failure,
     }
@@ -727,7 +725,7 @@ def _from_journal(d: dict[str, Any]) -> DistillPlan:
             )
             for c in d["changes"]
         ],
-        marks=list(d["marks"]),
+        marks=[_mark_from_journal(m) for m in d["marks"]],
         failure=d.get("failure"),
         resumed=True,
     )
@@ -740,26 +738,36 @@ def _from_journal(d: dict[str, Any]) -> DistillPlan:
     return plan
 
 
+def _mark_from_journal(m: dict[str, Any]) -> EpisodeUpdate:
+    """A journaled mark; journals written before marks were typed hold ``{"id", "set": {... ms}}``."""
+    if "set" not in m:
+        return EpisodeUpdate.model_validate(m)
+    fields = {k: from_ms(int(v)) if k.endswith("_at") and v is not None else v for k, v in m["set"].items()}
+    return EpisodeUpdate.model_validate({"id": m["id"], **fields})
+
+
 def _digest(p: Pattern) -> str:
     return hashlib.sha256(json.dumps(p.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
 def _write_patterns(ctx: StepContext, plan: DistillPlan, written: list[Pattern]) -> None:
-    now_ms = to_ms(plan.now)
     for c in plan.changes:
         ctx.check_stop()
         pat = c.pattern
-        evidence: list[dict[str, Any]] = [{"id": i, "set": {}} for i in pat.evidence_ids]
         sets = {
-            i: {"status": "absorbed", "schema_absorbed": 1, "absorbed_at": now_ms, "absorbed_by": pat.id}
+            i: EpisodeUpdate(
+                id=i, status=EpisodeStatus.ABSORBED, schema_absorbed=1, absorbed_at=plan.now, absorbed_by=pat.id
+            )
             for i in c.absorb
         }
         sets.update(
-            {i: {"status": "raw", "schema_absorbed": 0, "absorbed_at": None, "absorbed_by": None} for i in c.unabsorb}
+            {
+                i: EpisodeUpdate(id=i, status=EpisodeStatus.RAW, schema_absorbed=0, absorbed_at=None, absorbed_by=None)
+                for i in c.unabsorb
+            }
         )
-        for row in evidence:
-            row["set"] = sets.pop(row["id"], {})
-        evidence += [{"id": i, "set": s} for i, s in sets.items()]
+        evidence = [sets.pop(i, EpisodeUpdate(id=i)) for i in pat.evidence_ids]
+        evidence += list(sets.values())
         ctx.graph.write_pattern(pat, c.subject_keys, evidence)
         written.append(pat)
         crashpoint("distill.after_pattern_graph")

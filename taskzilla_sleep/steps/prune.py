@@ -14,10 +14,10 @@ from datetime import timedelta
 
 import numpy as np
 
-from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, to_ms
+from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus
 from taskzilla_sleep.policies import last_touched, prune_eligible
 from taskzilla_sleep.steps.base import StepContext, retire_episodes
-from taskzilla_sleep.stores.vector import VectorKind
+from taskzilla_sleep.stores.ports import Retirement, VectorKind
 from taskzilla_sleep.text import one_line
 
 
@@ -87,17 +87,7 @@ def _best_similarity(ctx: StepContext, episode_ids: list[str], pattern_ids: list
 
 
 def apply(ctx: StepContext, plan: PrunePlan) -> dict[str, int]:
-    at = to_ms(ctx.now)
-    rows = [
-        {
-            "id": e.id,
-            "status": EpisodeStatus.PRUNED.value,
-            "at": at,
-            "reason": "stale and unmatched",
-            "pattern_id": None,
-        }
-        for e in plan.prune
-    ]
+    rows = [Retirement(e.id, EpisodeStatus.PRUNED, ctx.now, "stale and unmatched") for e in plan.prune]
     retire_episodes(ctx, rows, "prune")
     for kind, ids in plan.orphan_vectors.items():
         if ids:

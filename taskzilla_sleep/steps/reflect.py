@@ -50,6 +50,7 @@ from taskzilla_sleep.policies import (
     ledger_confidence,
 )
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
+from taskzilla_sleep.stores.ports import EpisodeUpdate, LinkRelation, PatternUpdate
 from taskzilla_sleep.text import one_line
 
 log = structlog.get_logger(__name__)
@@ -70,14 +71,14 @@ class ReflectPlan:
     team: str
     step: str = "reflect"
     merges: list[Merge] = field(default_factory=list)
-    links: list[tuple[str, str, str]] = field(default_factory=list)  # (new, relation, old)
+    links: list[tuple[str, LinkRelation, str]] = field(default_factory=list)  # (new, relation, old)
     contradictions: list[tuple[Contradiction, Pattern, Pattern]] = field(default_factory=list)  # (c, old, new)
     stale: list[Pattern] = field(default_factory=list)
     compared: int = 0
     unanswered: int = 0
     guarded: int = 0  # pairs the slot guard made contradictions whatever the model answered
     given_up: int = 0  # patterns whose comparison got no usable answer in reflect.max_attempts reflects
-    attempts: list[dict[str, object]] = field(default_factory=list)  # {"id", "set": {"reflect_attempts"}}
+    attempts: list[PatternUpdate] = field(default_factory=list)  # reflect_attempts to record
     failure: str | None = None  # no comparison got a usable answer: the step fails after applying
     statements: dict[str, str] = field(default_factory=dict)
     unrelated: list[tuple[str, str]] = field(default_factory=list)  # (new, old) the model called unrelated
@@ -143,7 +144,7 @@ def plan(ctx: StepContext) -> ReflectPlan:
     matrix = np.stack([vecs[i] for i in ids])
     prompt = ctx.llm.prompt_ids["reflect"]
     # A verdict of "unrelated" is remembered per prompt: a new prompt may see what the old one missed.
-    decided = {(a, b) for a, rel, b, by in ctx.graph.pattern_links(ctx.team) if rel != UNRELATED or by == prompt}
+    decided = {(x.a, x.b) for x in ctx.graph.pattern_links(ctx.team) if x.relation != UNRELATED or x.prompt == prompt}
     decided |= {(c.new_pattern_id, c.old_pattern_id) for c in ctx.graph.contradictions(ctx.team)}
     decided |= {(b, a) for a, b in decided}
 
@@ -202,7 +203,7 @@ def plan(ctx: StepContext) -> ReflectPlan:
         attempts = x.reflect_attempts + 1 if x.id in failed else 0
         p.given_up += x.id in failed and attempts >= retry
         if attempts != x.reflect_attempts:
-            p.attempts.append({"id": x.id, "set": {"reflect_attempts": attempts}})
+            p.attempts.append(PatternUpdate(id=x.id, reflect_attempts=attempts))
     if pairs and p.unanswered == len(pairs):
         last = next(v for v in reversed(verdicts) if isinstance(v, Unanswered))
         p.failure = (
@@ -329,7 +330,7 @@ def _reason(text: str) -> str:
 def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
     for m in plan.merges:
         ctx.check_stop()
-        rows = [{"id": i, "set": {"absorbed_by": m.keep.id}} for i in m.moved]
+        rows = [EpisodeUpdate(id=i, absorbed_by=m.keep.id) for i in m.moved]
         # Graph first (one atomic write: both patterns, the MERGED_INTO link, the tombstone, the
         # re-pointed episodes), then the dropped pattern's vector leaves Chroma.
         ctx.graph.merge_patterns(m.keep, m.drop, rows, ctx.now)
@@ -348,7 +349,7 @@ def apply(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
     ctx.notes.setdefault("stale", []).extend(f"{x.id}: {one_line(x.statement, 80)}" for x in plan.stale)
     crashpoint("reflect.before_watermark")
     # The comparisons to ask again and the watermark, in one write.
-    ctx.graph.set_patterns_and_meta(plan.attempts, WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
+    ctx.graph.update_patterns_and_meta(plan.attempts, WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))
     if plan.failure:
         raise NoUsableAnswers(plan.failure, plan.counts())
     return plan.counts()

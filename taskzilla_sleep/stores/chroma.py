@@ -30,7 +30,7 @@ from chromadb.errors import NotFoundError
 from taskzilla_sleep.embeddings import chroma_embedding_function
 from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
 from taskzilla_sleep.stores.outage import Outage
-from taskzilla_sleep.stores.vector import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
+from taskzilla_sleep.stores.ports import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
 
 log = structlog.get_logger(__name__)
 

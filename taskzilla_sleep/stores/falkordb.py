@@ -1,4 +1,4 @@
-"""FalkorDB, the embedded default graph backend (a redis-server child process on a unix socket).
+"""FalkorDB, the embedded default graph backend (a redis-server child process on a unix socket): its executor.
 
 Several processes may use one data dir: the first runs the server (EmbeddedFalkorDB), the others
 attach to it (`status`, `recall`, `contradictions resolve` while a worker runs; a second worker,
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
-from taskzilla_sleep.stores.graph import GraphBackend
 from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.params import refuse_unstorable
+from taskzilla_sleep.stores.ports import GraphBackend
 
 log = structlog.get_logger(__name__)
 
@@ -63,17 +65,22 @@ class _Connection(redis.UnixDomainSocketConnection):
             raise _NotSent(str(exc)) from exc
 
 
-class FalkorDBGraphStore(CypherGraphStore):
+def open_falkordb(
+    data_dir: Path,
+    graph_name: str = "taskzilla",
+    connect_timeout_s: float = 5.0,
+    batch_size: int = 500,
+) -> CypherGraphStore:
+    """The graph store on the embedded FalkorDB of ``data_dir``, started (or joined) now."""
+    executor = FalkorDBExecutor(data_dir, graph_name, connect_timeout_s)
+    executor.open()
+    return CypherGraphStore(executor, batch_size)
+
+
+class FalkorDBExecutor:
     backend: GraphBackend = "falkordb"
 
-    def __init__(
-        self,
-        data_dir: Path,
-        graph_name: str = "taskzilla",
-        connect_timeout_s: float = 5.0,
-        batch_size: int = 500,
-    ) -> None:
-        super().__init__(batch_size)
+    def __init__(self, data_dir: Path, graph_name: str = "taskzilla", connect_timeout_s: float = 5.0) -> None:
         self._dir = data_dir
         self._graph_name = graph_name
         self._timeout = connect_timeout_s
@@ -82,19 +89,6 @@ class FalkorDBGraphStore(CypherGraphStore):
         self._graph: Any = None
         self._handover = threading.Lock()  # the API threads and the lease renewer may all notice at once
         self._outage = Outage(connect_timeout_s)
-
-    @classmethod
-    def start(
-        cls,
-        data_dir: Path,
-        graph_name: str = "taskzilla",
-        connect_timeout_s: float = 5.0,
-        batch_size: int = 500,
-    ) -> FalkorDBGraphStore:
-        """Start (or join) the embedded server in ``data_dir`` and connect to it."""
-        store = cls(data_dir, graph_name, connect_timeout_s, batch_size)
-        store.open()
-        return store
 
     def open(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -171,23 +165,21 @@ class FalkorDBGraphStore(CypherGraphStore):
                 "falkordb_handed_over", previous_pid=previous, pid=server.pid, owner=server.owner, cause=str(exc)[:200]
             )
 
-    def _read(self, query: str, params: Row | None = None) -> list[Row]:
+    def read(self, query: str, params: Row | None = None) -> list[Row]:
         return self._run(query, params, read_only=True)
 
-    def _write(self, query: str, params: Row | None = None) -> list[Row]:
+    def write(self, query: str, params: Row | None = None) -> list[Row]:
         return self._run(query, params, read_only=False)
 
-    def _schema_statements(self) -> list[str]:
+    def ensure_schema(self, keys: Sequence[tuple[str, str]], indexes: Sequence[tuple[str, str]]) -> None:
         # FalkorDB has no IF NOT EXISTS and no constraints in Cypher: plain indexes on our keys
         # (MERGE on an indexed key keeps them unique in practice); "already indexed" is ignored.
-        return [f"CREATE INDEX FOR (n:{label}) ON (n.{prop})" for label, prop in KEYS + INDEXES]
-
-    def _write_schema(self, stmt: str) -> None:
-        try:
-            self._write(stmt)
-        except StoreError as exc:
-            if "already indexed" not in str(exc).lower():
-                raise
+        for label, prop in [*keys, *indexes]:
+            try:
+                self.write(f"CREATE INDEX FOR (n:{label}) ON (n.{prop})")
+            except StoreError as exc:
+                if "already indexed" not in str(exc).lower():
+                    raise
 
     def close(self) -> None:
         if self._db is not None:

@@ -1,4 +1,4 @@
-"""Neo4j 5 through the official driver. Production graph backend.
+"""Neo4j 5 through the official driver: the production graph backend's executor.
 
 Every call is bounded by ``graph.connect_timeout_s``: the driver's connect, handshake and pool
 wait use it, and the driver's own transaction retries (up to 30 s by default, restarted on every
@@ -10,21 +10,34 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 
 from neo4j import READ_ACCESS, WRITE_ACCESS, GraphDatabase, RoutingControl
 from neo4j.exceptions import DriverError, IncompleteCommit, Neo4jError, ServiceUnavailable, SessionExpired
 
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.stores.cypher import INDEXES, KEYS, CypherGraphStore, Row
-from taskzilla_sleep.stores.graph import GraphBackend
+from taskzilla_sleep.errors import ConfigError, StoreError
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.params import refuse_unstorable
+from taskzilla_sleep.stores.ports import GraphBackend
 
 _FIRST_RETRY_DELAY_S = 0.1
 _MAX_RETRY_DELAY_S = 1.0
 
 
-class Neo4jGraphStore(CypherGraphStore):
+def open_neo4j(
+    uri: str,
+    auth: tuple[str, str] | None,
+    database: str = "neo4j",
+    connect_timeout_s: float = 5.0,
+    batch_size: int = 500,
+) -> CypherGraphStore:
+    """The graph store on a Neo4j server (no connection is opened until the first query)."""
+    return CypherGraphStore(Neo4jExecutor(uri, auth, database, connect_timeout_s), batch_size)
+
+
+class Neo4jExecutor:
     backend: GraphBackend = "neo4j"
 
     def __init__(
@@ -33,9 +46,7 @@ class Neo4jGraphStore(CypherGraphStore):
         auth: tuple[str, str] | None,
         database: str = "neo4j",
         connect_timeout_s: float = 5.0,
-        batch_size: int = 500,
     ) -> None:
-        super().__init__(batch_size)
         self._uri = uri
         self._database = database
         self._timeout = connect_timeout_s
@@ -100,25 +111,36 @@ class Neo4jGraphStore(CypherGraphStore):
                 tx.close()  # a rollback unless committed
         return rows
 
-    def _read(self, query: str, params: Row | None = None) -> list[Row]:
+    def read(self, query: str, params: Row | None = None) -> list[Row]:
         return self._run(query, params, RoutingControl.READ)
 
-    def _write(self, query: str, params: Row | None = None) -> list[Row]:
+    def write(self, query: str, params: Row | None = None) -> list[Row]:
         return self._run(query, params, RoutingControl.WRITE)
 
-    def _schema_statements(self) -> list[str]:
-        stmts = [
-            f"CREATE CONSTRAINT {label.lower()}_{prop}_unique IF NOT EXISTS FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE"
-            for label, prop in KEYS
-        ]
-        stmts += [
-            f"CREATE INDEX {label.lower()}_{prop} IF NOT EXISTS FOR (n:{label}) ON (n.{prop})"
-            for label, prop in INDEXES
-        ]
-        return stmts
+    def ensure_schema(self, keys: Sequence[tuple[str, str]], indexes: Sequence[tuple[str, str]]) -> None:
+        for label, prop in keys:
+            name = f"{label.lower()}_{prop}_unique"
+            self.write(f"CREATE CONSTRAINT {name} IF NOT EXISTS FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE")
+        for label, prop in indexes:
+            self.write(f"CREATE INDEX {label.lower()}_{prop} IF NOT EXISTS FOR (n:{label}) ON (n.{prop})")
 
     def close(self) -> None:
         self._driver.close()
+
+    def check_login(self, user: str, has_password: bool) -> None:
+        """A refused login is a configuration error naming the variable, not the server's 'missing key';
+        an unreachable server is the StoreError the first query would raise."""
+        if self.authentication_accepted():
+            return
+        if not has_password:
+            raise ConfigError(
+                f"config error: neo4j at {self._uri} requires a password: set TASKZILLA_NEO4J_PASSWORD "
+                f"(the password of graph.neo4j_user = {user!r})"
+            )
+        raise ConfigError(
+            f"config error: neo4j at {self._uri} refused user {user!r} with the password in "
+            "TASKZILLA_NEO4J_PASSWORD (or NEO4J_PASSWORD): check both"
+        )
 
     def authentication_accepted(self) -> bool:
         """Does the server accept our credentials? StoreError (one line) when it cannot be reached."""

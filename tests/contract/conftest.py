@@ -10,7 +10,7 @@ import pytest
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.settings import load_settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import Embedder, VectorStore
+from taskzilla_sleep.stores.ports import Embedder, VectorStore
 from tests.contract.test_cycle import Stack
 
 
@@ -26,15 +26,15 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, offline_embedder: Embe
     settings = load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)})
     graph: CypherGraphStore
     if request.param.startswith("falkordb"):
-        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+        from taskzilla_sleep.stores.falkordb import open_falkordb
 
-        graph = FalkorDBGraphStore.start(tmp_path / "falkordb")
+        graph = open_falkordb(tmp_path / "falkordb")
         vectors: VectorStore = ChromaVectorStore.embedded(tmp_path / "chroma", offline_embedder)
     else:
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from taskzilla_sleep.stores.neo4j import open_neo4j
         from tests.neo4j_service import neo4j_auth
 
-        graph = Neo4jGraphStore(request.getfixturevalue("neo4j_uri"), neo4j_auth())
+        graph = open_neo4j(request.getfixturevalue("neo4j_uri"), neo4j_auth())
         graph.delete_all()
         host, port = request.getfixturevalue("chroma_address")
         vectors = ChromaVectorStore.server(host, port, offline_embedder)

@@ -42,6 +42,7 @@ from taskzilla_sleep.models import (
 from taskzilla_sleep.policies import contradiction_id
 from taskzilla_sleep.settings import AlertChannel, AlertSettings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import EpisodeUpdate
 from tests.http_receiver import Receiver, free_port
 
 T0 = datetime(2026, 11, 28, 2, 15, tzinfo=UTC)
@@ -76,25 +77,23 @@ class Backend:
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     opener: Callable[[], CypherGraphStore]
     if request.param == "falkordb":
-        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+        from taskzilla_sleep.stores.falkordb import open_falkordb
 
         def opener() -> CypherGraphStore:
-            return FalkorDBGraphStore.start(tmp_path / "falkordb", connect_timeout_s=5)
+            return open_falkordb(tmp_path / "falkordb", connect_timeout_s=5)
     else:
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from taskzilla_sleep.stores.neo4j import open_neo4j
         from tests.neo4j_service import neo4j_auth
 
         uri = request.getfixturevalue("neo4j_uri")
 
         def opener() -> CypherGraphStore:
-            return Neo4jGraphStore(uri, neo4j_auth(), connect_timeout_s=5)
+            return open_neo4j(uri, neo4j_auth(), connect_timeout_s=5)
 
     b = Backend(request.param, opener)
     try:
         b.graph.delete_all()
         b.graph.ensure_schema()
-        Outbox(b.graph).ensure_schema()
-        Outbox(b.graph).ensure_schema()  # idempotent
         yield b
     finally:
         b.graph.delete_all()
@@ -166,7 +165,7 @@ def open_contradiction(graph: CypherGraphStore, n: int = 1) -> Contradiction:
     old = pattern(f"pat-{n}-old", f"[{n}] Standups are async in the #standup thread.", old_eps, 0.86)
     new = pattern(f"pat-{n}-new", f"[{n}] Standup is a 10:00 voice call.", new_eps, 0.81)
     for p, eps in ((old, old_eps), (new, new_eps)):
-        graph.write_pattern(p, [], [{"id": e.id, "set": {"absorbed_by": p.id}} for e in eps])
+        graph.write_pattern(p, [], [EpisodeUpdate(id=e.id, absorbed_by=p.id) for e in eps])
     c = Contradiction(
         id=contradiction_id(TEAM, old.id, new.id),
         team=TEAM,
@@ -213,8 +212,8 @@ def deliver(outbox: Outbox, settings: AlertSettings, env: dict[str, str], now: d
 
 
 def count_alert_nodes(graph: CypherGraphStore) -> tuple[int, int]:
-    nodes = int(graph.query("MATCH (a:Alert) RETURN count(a) AS n")[0]["n"])
-    links = int(graph.query("MATCH (:Alert)-[r:ALERT_FOR]->(:Contradiction) RETURN count(r) AS n")[0]["n"])
+    nodes = int(graph.executor.read("MATCH (a:Alert) RETURN count(a) AS n")[0]["n"])
+    links = int(graph.executor.read("MATCH (:Alert)-[r:ALERT_FOR]->(:Contradiction) RETURN count(r) AS n")[0]["n"])
     return nodes, links
 
 
@@ -541,7 +540,7 @@ def test_secrets_never_reach_logs_errors_reprs_or_the_store(
     ]
     assert any("HTTP 404: error 404 for" in e for e in errors)
     assert any("timed out" in e for e in errors) and any("ConnectError" in e for e in errors)
-    stored = json.dumps(backend.graph.export(skip_labels=frozenset()), default=str)
+    stored = json.dumps(backend.graph.snapshot(skip_labels=frozenset()), default=str)
     for secret in SECRETS:
         assert secret not in logged
         assert secret not in reprs

@@ -33,7 +33,7 @@ from taskzilla_sleep.recall import recall
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
-from taskzilla_sleep.stores.vector import Embedder, VectorStore
+from taskzilla_sleep.stores.ports import Embedder, VectorStore
 
 NIGHT = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
 TEAM = "platform"
@@ -90,7 +90,7 @@ class Stack:
             for t in self.vectors.teams()
             for k in ("episodes", "patterns")
         }  # type: ignore[attr-defined]
-        return {"graph": self.graph.export(), "vectors": vecs}
+        return {"graph": self.graph.snapshot(), "vectors": vecs}
 
 
 def test_a_night_over_the_sample_week(stack: Stack) -> None:
@@ -158,7 +158,7 @@ def test_decay_respects_the_grace_period_and_contested_beliefs(stack: Stack) -> 
     retired = {e.id: e for e in stack.graph.get_episodes(sorted(eligible))}
     assert all(e.status is EpisodeStatus.RETIRED and e.text == "" for e in retired.values())
     assert stack.vectors.present(TEAM, "episodes", sorted(eligible)) == set()
-    tombs = [n["props"] for n in stack.graph.export()["nodes"] if n["labels"] == ["Tombstone"]]
+    tombs = [n["props"] for n in stack.graph.snapshot()["nodes"] if n["labels"] == ["Tombstone"]]
     assert {t["id"] for t in tombs} == eligible
     assert all(t["pattern_id"] == absorbed[t["id"]].absorbed_by and t["reason"] == "absorbed" for t in tombs)
     # Episodes of contested or unconfirmed beliefs wait for a person's decision.
@@ -205,7 +205,7 @@ def test_resolution_is_the_only_supersede(stack: Stack) -> None:
     assert old.archived_reason == "we moved to voice" and old.evidence_ids  # evidence kept for the audit
     assert new.status in (PatternStatus.ACTIVE, PatternStatus.TENTATIVE)
     assert stack.vectors.present(TEAM, "patterns", [old.id]) == set()
-    rels = stack.graph.export()["relationships"]
+    rels = stack.graph.snapshot()["relationships"]
     assert any(r["type"] == "SUPERSEDES" and r["from"][1] == new.id and r["to"][1] == old.id for r in rels)
     with pytest.raises(InputError, match="already resolved"):
         contradictions.resolve(stack.graph, stack.vectors, con.id, "old", "lena", None, NIGHT, floor)
@@ -302,8 +302,8 @@ def test_a_fact_pinned_before_its_person_ever_spoke(stack: Stack) -> None:
     result = stack.night(NIGHT)
     assert result.ok, [s.error for s in result.run.steps]
     mine = [e.id for e in stack.graph.episodes_by_status(TEAM, ["raw", "absorbed"]) if e.author == "martin"]
-    rows = [r for rs in stack.graph.episode_entities(mine).values() for r in rs if r["role"] == "author"]
-    assert rows and all(r["name"] == "martin" and r["kind"] == "person" for r in rows)
+    rows = [m for ms in stack.graph.episode_entities(mine).values() for m in ms if m.role == "author"]
+    assert rows and all(m.name == "martin" and m.kind == "person" for m in rows)
 
 
 class DecliningModel:
@@ -403,7 +403,7 @@ def test_an_unrelated_verdict_is_not_asked_again_under_the_same_prompt(stack: St
     stack.ingest_sample()
     stack.night(NIGHT)  # the offline provider learns the week's patterns
     links = stack.graph.pattern_links(TEAM)
-    unrelated = [(a, b, by) for a, rel, b, by in links if rel == "UNRELATED_TO"]
+    unrelated = [(x.a, x.b, x.prompt) for x in links if x.relation == "UNRELATED_TO"]
     assert unrelated and all(by == "offline-reflect-v1" for _, _, by in unrelated)
     asked: list[tuple[str, str]] = []
 
@@ -415,11 +415,11 @@ def test_an_unrelated_verdict_is_not_asked_again_under_the_same_prompt(stack: St
             return [Verdict(relation="unrelated") for _ in requests]
 
     # Every pattern changes (re-reflected): the pairs already called unrelated are not asked again...
-    stack.graph.set_patterns_and_meta([], "reflect_watermark:platform", "0")
+    stack.graph.update_patterns_and_meta([], "reflect_watermark:platform", "0")
     stack.night(NIGHT + timedelta(days=1), steps=["reflect"], llm=Watching())
     assert not {(a, b) for a, b, _ in unrelated} & set(asked)
     # ...but a new prompt may see what the old one missed: asked again under it.
-    stack.graph.set_patterns_and_meta([], "reflect_watermark:platform", "0")
+    stack.graph.update_patterns_and_meta([], "reflect_watermark:platform", "0")
     asked.clear()
 
     class NewPrompt(Watching):

@@ -9,7 +9,7 @@ import pytest
 
 from ops.bench import prompt_data
 from taskzilla_sleep.models import EpisodeStatus, PatternStatus
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.llm_stub import LLMStub
 
@@ -50,10 +50,10 @@ def stack(tmp_path: Path, offline_embedder: Embedder, monkeypatch: pytest.Monkey
     from taskzilla_sleep.llm.offline import OfflineProvider
     from taskzilla_sleep.settings import load_settings
     from taskzilla_sleep.stores.chroma import ChromaVectorStore
-    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+    from taskzilla_sleep.stores.falkordb import open_falkordb
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-    graph = FalkorDBGraphStore.start(tmp_path / "f")
+    graph = open_falkordb(tmp_path / "f")
     graph.ensure_schema()
     vectors = ChromaVectorStore.embedded(tmp_path / "c", offline_embedder)
     s = Stack(

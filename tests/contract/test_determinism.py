@@ -28,9 +28,9 @@ from taskzilla_sleep.settings import load_settings
 from taskzilla_sleep.steps import reflect
 from taskzilla_sleep.steps.base import StepContext
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
-from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+from taskzilla_sleep.stores.falkordb import open_falkordb
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 from tests.crash_driver import NIGHT
 from tests.replay_driver import TIES
 
@@ -190,7 +190,7 @@ def test_reflect_takes_equally_similar_neighbours_in_id_order(tmp_path: Path) ->
 
     beliefs = [belief(f"pat_{i:02d}", "retro" if i % 2 else "retro planning", old_at) for i in range(20)]
     beliefs.append(belief("pat_new", "retro", new_at))
-    graph = FalkorDBGraphStore.start(tmp_path / "falkordb")
+    graph = open_falkordb(tmp_path / "falkordb")
     vectors = ChromaVectorStore.embedded(tmp_path / "chroma", embedder)
     try:
         graph.ensure_schema()

@@ -18,7 +18,7 @@ import pytest
 from ops.bench import golden, prompt_data
 from taskzilla_sleep.llm.client import LiteLLMProvider
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 from tests.llm_stub import LLMStub
 
 # Measured at d3f-v2 (offline: distill 0.55, reflect 0.47); the floor leaves room for one case.

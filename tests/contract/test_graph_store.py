@@ -12,8 +12,8 @@ import pytest
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.models import Episode, EpisodeStatus, Provenance
-from taskzilla_sleep.stores.graph import GraphStore
 from taskzilla_sleep.stores.memory import MemoryGraphStore
+from taskzilla_sleep.stores.ports import GraphStore
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 NASTY = "He said \"ship it\" \\o/ — `code` {curly} [x] 'q' 😀\nsecond line\ttab"
@@ -25,15 +25,15 @@ def graph_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Grap
     if request.param == "memory":
         store = MemoryGraphStore()
     elif request.param == "falkordb":
-        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+        from taskzilla_sleep.stores.falkordb import open_falkordb
 
-        store = FalkorDBGraphStore.start(tmp_path / "falkordb", batch_size=7)
+        store = open_falkordb(tmp_path / "falkordb", batch_size=7)
     else:
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from taskzilla_sleep.stores.neo4j import open_neo4j
         from tests.neo4j_service import neo4j_auth
 
         uri = request.getfixturevalue("neo4j_uri")
-        store = Neo4jGraphStore(uri, neo4j_auth(), batch_size=7)
+        store = open_neo4j(uri, neo4j_auth(), batch_size=7)
         store.delete_all()
     store.ensure_schema()
     try:
@@ -85,7 +85,8 @@ def test_upsert_counts_created_and_is_idempotent(graph_store: GraphStore) -> Non
 def test_existing_upsert_does_not_overwrite(graph_store: GraphStore) -> None:
     graph_store.upsert_episodes([ep(1, status=EpisodeStatus.ABSORBED, schema_absorbed=1)], [])
     graph_store.upsert_episodes([ep(1)], [])
-    assert graph_store.existing_episodes(["ep-platform-1", "nope"]) == {"ep-platform-1": EpisodeStatus.ABSORBED}
+    stored = graph_store.stored_episodes(["ep-platform-1", "nope"])
+    assert {i: s.status for i, s in stored.items()} == {"ep-platform-1": EpisodeStatus.ABSORBED}
 
 
 def test_round_trip_of_every_field_and_awkward_text(graph_store: GraphStore) -> None:
@@ -131,7 +132,7 @@ def test_live_ids_texts_and_teams(graph_store: GraphStore) -> None:
 def test_big_batch_is_chunked(graph_store: GraphStore) -> None:
     eps = [ep(i) for i in range(250)]  # batch_size is 7 for the real backends: 36 UNWIND writes
     assert graph_store.upsert_episodes(eps, []) == 250
-    assert len(graph_store.existing_episodes([e.id for e in eps])) == 250
+    assert len(graph_store.stored_episodes([e.id for e in eps])) == 250
     assert len(graph_store.get_episodes([e.id for e in eps])) == 250
 
 
@@ -144,9 +145,9 @@ def test_delete_all(graph_store: GraphStore) -> None:
 
 
 def test_neo4j_unreachable_is_a_store_error_not_a_hang() -> None:
-    from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+    from taskzilla_sleep.stores.neo4j import open_neo4j
 
-    store = Neo4jGraphStore("bolt://127.0.0.1:1", None, connect_timeout_s=2)
+    store = open_neo4j("bolt://127.0.0.1:1", None, connect_timeout_s=2)
     started = time.monotonic()
     with pytest.raises(StoreError, match="neo4j unreachable at bolt://127.0.0.1:1"):
         store.ping()

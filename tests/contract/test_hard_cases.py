@@ -13,7 +13,7 @@ import pytest
 
 from ops.bench import hard_cases
 from ops.bench import hard_score as hs
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 
 WEEKS = ("w01", "w04")
 

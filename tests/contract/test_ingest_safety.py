@@ -30,14 +30,14 @@ from taskzilla_sleep.models import (
     PatternKind,
     PatternStatus,
     Provenance,
-    to_ms,
 )
 from taskzilla_sleep.recall import recall
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.stores import cypher
-from taskzilla_sleep.stores.cycle_queries import contradiction_props, pattern_props
-from taskzilla_sleep.stores.cypher import CypherGraphStore, episode_props
+from taskzilla_sleep.stores import queries
+from taskzilla_sleep.stores.codec import contradiction_props, episode_props, pattern_props
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.ports import Retirement
 from tests.contract.test_api import client
 from tests.contract.test_api import ep as api_ep
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
@@ -93,7 +93,7 @@ def test_an_error_in_the_second_batch_leaves_nothing_and_a_rerun_stores_it_all(
     assert (report.new, report.present) == (600, 0)
     assert stack.graph.counts().episodes == {"raw": 600}
     assert stack.vectors.count(TEAM, "episodes") == 600
-    nodes = stack.graph.export()["nodes"]
+    nodes = stack.graph.snapshot()["nodes"]
     assert {label for n in nodes for label in n["labels"]} == {"Episode", "Entity"}
     assert not [n for n in nodes if {"stage", "staged_id", "staged_status", "staged_at"} & set(n["props"])]
     assert stack.graph.counts().entities == 600 + 7 + 1  # @person{i}, 7 authors, the channel
@@ -104,7 +104,8 @@ def test_a_stage_left_behind_is_invisible_and_dropped_once_stale(stack: Stack, m
     before = stack.snapshot()
     lines = big_file(600)[3:]
     # The commit fails and so does the cleanup (the backend went away): the stage stays behind.
-    gone = {cypher.Q_COMMIT_STAGE, cypher.Q_DROP_STAGED}
+    q = queries.load("episodes")
+    gone = {q["commit_stage"], q["drop_staged"]}
 
     def fail_and_leave_a_stage() -> None:
         fail_writes(stack, monkeypatch, lambda _nth, q: q in gone)
@@ -114,7 +115,7 @@ def test_a_stage_left_behind_is_invisible_and_dropped_once_stale(stack: Stack, m
 
     fail_and_leave_a_stage()
     g = stack.graph
-    left = [n for n in g.export()["nodes"] if n["labels"] == ["Episode"] and n["props"].get("status") == "staged"]
+    left = [n for n in g.snapshot()["nodes"] if n["labels"] == ["Episode"] and n["props"].get("status") == "staged"]
     assert len(left) == 597  # left behind, staged
     staged = [Episode.from_input(EpisodeIn.model_validate_json(x), NIGHT).id for x in lines]
     assert g.get_episodes(staged) == [] and g.existing_episodes(staged) == {}  # no reader sees it
@@ -129,7 +130,7 @@ def test_a_stage_left_behind_is_invisible_and_dropped_once_stale(stack: Stack, m
     assert stack.ingestor(NIGHT).ingest_lines(lines, "big.jsonl").new == 597
     time.sleep(0.05)
     assert g.drop_stale_stages(older_than_s=0) == 1  # the entities the file now uses stay
-    nodes = g.export()["nodes"]
+    nodes = g.snapshot()["nodes"]
     assert not [n for n in nodes if {"stage", "staged_id", "staged_status", "staged_at"} & set(n["props"])]
     counts = g.counts()
     assert (counts.episodes, counts.entities, counts.relationships) == ({"raw": 600}, 600 + 7 + 1, 600 * 3)
@@ -143,9 +144,7 @@ def test_an_id_reused_with_other_content_is_refused_even_after_its_text_was_drop
 
     ing = stack.ingestor(NIGHT)
     assert ing.ingest_lines([line()], "a.jsonl").new == 1
-    stack.graph.retire_episodes(
-        [{"id": "msg-1", "status": "retired", "at": to_ms(NIGHT), "reason": "absorbed", "pattern_id": "p1"}]
-    )
+    stack.graph.retire_episodes([Retirement("msg-1", EpisodeStatus.RETIRED, NIGHT, "absorbed", "p1")])
     before = stack.snapshot()
     other = [line(id="msg-2", text="a new message"), line(text="we deploy on fridays now")]
     with pytest.raises(EpisodeFileError) as info:
@@ -166,14 +165,14 @@ def test_an_id_reused_with_other_content_is_refused_even_after_its_text_was_drop
 def cypher_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CypherGraphStore]:
     store: CypherGraphStore
     if request.param == "falkordb":
-        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+        from taskzilla_sleep.stores.falkordb import open_falkordb
 
-        store = FalkorDBGraphStore.start(tmp_path / "falkordb")
+        store = open_falkordb(tmp_path / "falkordb")
     else:
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from taskzilla_sleep.stores.neo4j import open_neo4j
         from tests.neo4j_service import neo4j_auth
 
-        store = Neo4jGraphStore(request.getfixturevalue("neo4j_uri"), neo4j_auth())
+        store = open_neo4j(request.getfixturevalue("neo4j_uri"), neo4j_auth())
         store.delete_all()
     store.ensure_schema()
     try:
@@ -196,15 +195,15 @@ def test_both_adapters_refuse_what_a_backend_cannot_carry_before_sending(
     cypher_store: CypherGraphStore, value: object, why: str
 ) -> None:
     with pytest.raises(StoreError, match=rf"refused to send parameter {re.escape(why)}.*; the query was not sent"):
-        cypher_store.execute("CREATE (n:Probe) SET n += $p", {"p": {"t": value, "ok": 1}})
-    assert cypher_store.query("MATCH (n:Probe) RETURN count(n) AS n") == [{"n": 0}]
+        cypher_store.executor.write("CREATE (n:Probe) SET n += $p", {"p": {"t": value, "ok": 1}})
+    assert cypher_store.executor.read("MATCH (n:Probe) RETURN count(n) AS n") == [{"n": 0}]
 
 
 def test_every_other_character_round_trips_on_both_adapters(cypher_store: CypherGraphStore) -> None:
     awkward = "".join(chr(c) for c in [*range(1, 32), 0x7F, 0x85, 0x2028, 0x2029, 0xFEFF, 0xFFFF, 0x10FFFF])
     text = f'{awkward} \\u0000 "quoted" `tick` $rows 😀'
-    cypher_store.execute("CREATE (n:Probe {t: $t})", {"t": text})
-    assert cypher_store.query("MATCH (n:Probe) RETURN n.t AS t") == [{"t": text}]
+    cypher_store.executor.write("CREATE (n:Probe {t: $t})", {"t": text})
+    assert cypher_store.executor.read("MATCH (n:Probe) RETURN n.t AS t") == [{"t": text}]
 
 
 def _poisoned_episode(eid: str, ts_ms: int, text: str) -> dict[str, Any]:
@@ -248,9 +247,11 @@ def test_an_unreadable_stored_item_is_quarantined_and_every_step_goes_on(stack: 
         _poisoned_episode("ep-year-0", YEAR_0, "we never deploy on fridays, ever"),
         _poisoned_episode("ep-year-10000", YEAR_10000, "deploys on friday are fine again"),
     ):
-        g.execute(create.format(label="Episode"), {"p": props})
+        g.executor.write(create.format(label="Episode"), {"p": props})
     v.upsert(TEAM, "episodes", ["ep-year-0"], ["we never deploy on fridays, ever"], [{"channel": "dev"}])
-    g.execute(create.format(label="Pattern"), {"p": _poisoned_pattern("pat-status", "no deploys on friday", status=7)})
+    g.executor.write(
+        create.format(label="Pattern"), {"p": _poisoned_pattern("pat-status", "no deploys on friday", status=7)}
+    )
     v.upsert(TEAM, "patterns", ["pat-status"], ["no deploys on friday"], [{"kind": "pattern"}])
 
     items = recall(g, v, "do we deploy on friday", NIGHT, k=10)  # today: ValueError, year 0 is out of range
@@ -260,10 +261,12 @@ def test_an_unreadable_stored_item_is_quarantined_and_every_step_goes_on(stack: 
     assert reconcile(g, v, repair=False).drift == 0
 
     # Written after the reconcile: the night's steps meet these (prune, distill, reflect read them).
-    g.execute(create.format(label="Pattern"), {"p": _poisoned_pattern("pat-time", "ship daily", created_at=YEAR_0)})
+    g.executor.write(
+        create.format(label="Pattern"), {"p": _poisoned_pattern("pat-time", "ship daily", created_at=YEAR_0)}
+    )
     v.upsert(TEAM, "patterns", ["pat-time"], ["ship daily"], [{"kind": "pattern"}])
     con = Contradiction(id="con-x", team=TEAM, old_pattern_id="a", new_pattern_id="b", opened_at=NIGHT)
-    g.execute(create.format(label="Contradiction"), {"p": contradiction_props(con) | {"opened_at": YEAR_10000}})
+    g.executor.write(create.format(label="Contradiction"), {"p": contradiction_props(con) | {"opened_at": YEAR_10000}})
 
     result = stack.night(NIGHT)
     assert result.ok, [(s.step, s.error) for s in result.run.steps]
@@ -273,7 +276,7 @@ def test_an_unreadable_stored_item_is_quarantined_and_every_step_goes_on(stack: 
     assert len(g.patterns(TEAM)) >= 3  # the night still learned from the sample week
 
     poisoned = ["ep-year-0", "ep-year-10000", "pat-status", "pat-time", "con-x"]
-    rows = g.query(
+    rows = g.executor.read(
         "MATCH (n) WHERE n.id IN $ids RETURN n.id AS id, n.status AS s, n.quarantined_from AS was", {"ids": poisoned}
     )
     assert sorted((r["id"], r["s"], r["was"]) for r in rows) == [

@@ -17,14 +17,14 @@ from taskzilla_sleep.stores.cypher import CypherGraphStore
 def graph(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CypherGraphStore]:
     g: CypherGraphStore
     if request.param == "falkordb":
-        from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
+        from taskzilla_sleep.stores.falkordb import open_falkordb
 
-        g = FalkorDBGraphStore.start(tmp_path / "f")
+        g = open_falkordb(tmp_path / "f")
     else:
-        from taskzilla_sleep.stores.neo4j import Neo4jGraphStore
+        from taskzilla_sleep.stores.neo4j import open_neo4j
         from tests.neo4j_service import neo4j_auth
 
-        g = Neo4jGraphStore(request.getfixturevalue("neo4j_uri"), neo4j_auth())
+        g = open_neo4j(request.getfixturevalue("neo4j_uri"), neo4j_auth())
         g.delete_all()
     g.ensure_schema()
     yield g
@@ -93,7 +93,7 @@ def test_a_lease_of_a_gone_process_on_this_machine_is_taken_at_once(graph: Cyphe
 
         def holder_is(pid: int, host: str | None = None) -> None:
             assert held.try_acquire()
-            graph.execute(
+            graph.executor.write(
                 "MATCH (l:Lease {name: 'x'}) SET l.pid = $pid, l.host = coalesce($host, l.host)",
                 {"pid": pid, "host": host},
             )

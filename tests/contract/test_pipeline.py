@@ -31,8 +31,9 @@ from taskzilla_sleep.settings import Settings, load_settings
 from taskzilla_sleep.steps import ORDER, Step
 from taskzilla_sleep.steps.base import StepContext
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
-from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.falkordb import open_falkordb
+from taskzilla_sleep.stores.ports import Embedder
 
 TEAM = "platform"
 NIGHT = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
@@ -75,7 +76,7 @@ class BrokenDistillProvider(OfflineProvider):
 @dataclass
 class Stack:
     settings: Settings
-    graph: FalkorDBGraphStore
+    graph: CypherGraphStore
     vectors: ChromaVectorStore
     embedder: Embedder
     llm: LLMProvider
@@ -126,13 +127,13 @@ class Stack:
             for t in self.vectors.teams()
             for k in ("episodes", "patterns")
         }
-        return {"graph": self.graph.export(skip_labels=frozenset()), "vectors": vecs}
+        return {"graph": self.graph.snapshot(skip_labels=frozenset()), "vectors": vecs}
 
 
 @pytest.fixture
 def stack(tmp_path: Path, offline_embedder: Embedder) -> Iterator[Stack]:
     settings = load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)})
-    graph = FalkorDBGraphStore.start(tmp_path / "f")
+    graph = open_falkordb(tmp_path / "f")
     try:
         vectors = ChromaVectorStore.embedded(tmp_path / "c", offline_embedder)
         try:
@@ -150,7 +151,7 @@ def statuses(result: NightResult) -> list[tuple[str, str]]:
 
 def fact_props(stack: Stack, pid: str) -> dict[str, Any]:
     """The stored node, property by property (what "byte-identical" means for a graph record)."""
-    (node,) = [n for n in stack.graph.export()["nodes"] if n["props"].get("id") == pid and "Pattern" in n["labels"]]
+    (node,) = [n for n in stack.graph.snapshot()["nodes"] if n["props"].get("id") == pid and "Pattern" in n["labels"]]
     return dict(node["props"])
 
 
@@ -254,7 +255,7 @@ def test_a_dry_run_writes_nothing_not_even_a_run(stack: Stack) -> None:
     assert result.ok and result.run.dry_run
     assert stack.snapshot() == before
     assert stack.graph.runs(5) == []
-    assert not any(n["labels"] == ["Run"] for n in stack.graph.export(skip_labels=frozenset())["nodes"])
+    assert not any(n["labels"] == ["Run"] for n in stack.graph.snapshot(skip_labels=frozenset())["nodes"])
     assert result.run.steps[1].counts["patterns_added"] >= 3  # ... although the plan is not empty
     assert any(ln.startswith("+ pattern ") for p in result.plans["distill"] for ln in p.lines())
 

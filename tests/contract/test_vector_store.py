@@ -15,7 +15,7 @@ import pytest
 from taskzilla_sleep.embeddings import OfflineMiniLM
 from taskzilla_sleep.errors import InputError, StoreError
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
-from taskzilla_sleep.stores.vector import Embedder, MetaValue, VectorStore
+from taskzilla_sleep.stores.ports import Embedder, MetaValue, VectorStore
 from tests import chroma_service
 from tests.conftest import service_unavailable
 

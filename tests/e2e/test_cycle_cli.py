@@ -22,7 +22,7 @@ SNAPSHOT = (
     "from taskzilla_sleep.logs import configure_logging; configure_logging('warning');"
     "s = build(load_settings(env={'TASKZILLA_DATA_DIR': sys.argv[1]}));"
     "v = {f'{t}/{k}': sorted(s.vectors.present(t, k)) for t in s.vectors.teams() for k in ('episodes', 'patterns')};"
-    "print(json.dumps({'graph': s.graph.export(skip_labels=frozenset()), 'vectors': v}, default=str)); s.close()"
+    "print(json.dumps({'graph': s.graph.snapshot(skip_labels=frozenset()), 'vectors': v}, default=str)); s.close()"
 )
 
 

@@ -21,7 +21,7 @@ from taskzilla_sleep.embeddings import (
     chroma_embedding_function,
 )
 from taskzilla_sleep.errors import LLMError, StoreError
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 
 
 @pytest.fixture(autouse=True, scope="module")

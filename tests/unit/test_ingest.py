@@ -90,7 +90,7 @@ def test_bad_file_writes_nothing_to_either_store() -> None:
     lines = [line(text=f"e{i}") for i in range(6)] + [line(provenance="robot")]
     with pytest.raises(EpisodeFileError):
         ing.ingest_lines(lines, "week.jsonl")
-    assert g.episodes == {} and v.cols == {}
+    assert g.episode_nodes == {} and v.cols == {}
 
 
 def test_ingest_then_reingest_is_a_noop() -> None:
@@ -102,14 +102,14 @@ def test_ingest_then_reingest_is_a_noop() -> None:
     again = ing.ingest_lines(lines, "f")
     assert (again.new, again.present, again.skipped) == (0, 5, 0)
     assert again.summary() == "0 new, 5 already present, 0 skipped by write discipline"
-    assert len(g.episodes) == 5 and v.count("platform", "episodes") == 5
+    assert len(g.episode_nodes) == 5 and v.count("platform", "episodes") == 5
 
 
 def test_ids_are_content_derived_and_explicit_ids_kept() -> None:
     ing, g, _ = make()
     ing.ingest_lines([line(), line(id="msg-42", text="other")], "f")
-    assert "msg-42" in g.episodes
-    derived = [i for i in g.episodes if i != "msg-42"]
+    assert "msg-42" in g.episode_nodes
+    derived = [i for i in g.episode_nodes if i != "msg-42"]
     assert len(derived) == 1 and derived[0].startswith("ep_")
 
 
@@ -117,7 +117,7 @@ def test_same_id_with_different_text_in_one_file_is_rejected() -> None:
     ing, g, _ = make()
     with pytest.raises(EpisodeFileError, match=r"f:2: field 'id': id 'm1' is already used by line 1") as info:
         ing.ingest_lines([line(id="m1"), line(id="m1", text="changed")], "f")
-    assert g.episodes == {}
+    assert g.episode_nodes == {}
     assert str(info.value).endswith("line 1: text 'changed' (line 1: 'keep PRs small')")
     with pytest.raises(EpisodeFileError, match=r"f:3: field 'id': .* team 'ops' \(line 1: 'platform'\)"):
         ing.ingest_lines([line(id="m1"), line(text="other"), line(id="m1", team="ops")], "f")
@@ -130,7 +130,7 @@ def test_write_discipline_skips_counts_and_stores_nothing() -> None:
     ing, g, v = make(github=gh, jira=off)
     rep = ing.ingest_lines([line(text="[github] PR #1 merged"), line(text="[jira] ABC-1 moved"), line()], "f")
     assert (rep.new, rep.skipped, rep.skipped_by_connector) == (2, 1, {"github": 1})
-    assert not any(e.text.startswith("[github]") for e in g.episodes.values())
+    assert not any(e.text.startswith("[github]") for e in g.episode_nodes.values())
     assert v.count("platform", "episodes") == 2
 
 
@@ -154,7 +154,7 @@ def test_crash_between_graph_and_vectors_is_repaired_by_rerun() -> None:
     v.fail_next = RuntimeError("killed between the two writes")
     with pytest.raises(RuntimeError):
         ing.ingest_lines(lines, "f")
-    assert len(g.episodes) == 4 and v.count("platform", "episodes") == 0
+    assert len(g.episode_nodes) == 4 and v.count("platform", "episodes") == 0
     rep = ing.ingest_lines(lines, "f")
     assert (rep.new, rep.present, rep.vectors_repaired) == (0, 4, 4)
     assert v.count("platform", "episodes") == 4
@@ -163,23 +163,23 @@ def test_crash_between_graph_and_vectors_is_repaired_by_rerun() -> None:
 def test_reconcile_repairs_both_directions() -> None:
     ing, g, v = make()
     ing.ingest_lines([line(text=f"episode {i}") for i in range(4)], "f")
-    gone = sorted(g.episodes)[0]
+    gone = sorted(g.episode_nodes)[0]
     v.delete("platform", "episodes", [gone])
-    retired = sorted(g.episodes)[1]
-    g.episodes[retired].status = EpisodeStatus.RETIRED  # its vector is now an orphan
+    retired = sorted(g.episode_nodes)[1]
+    g.episode_nodes[retired].status = EpisodeStatus.RETIRED  # its vector is now an orphan
     check = reconcile(g, v, repair=False)
     assert (check.missing, check.orphans, check.repaired) == (1, 1, 0)
     fixed = reconcile(g, v)
     assert (fixed.missing, fixed.orphans, fixed.repaired) == (1, 1, 2)
-    assert v.present("platform", "episodes") == {i for i, e in g.episodes.items() if e.status != "retired"}
+    assert v.present("platform", "episodes") == {i for i, e in g.episode_nodes.items() if e.status != "retired"}
     assert reconcile(g, v).drift == 0
 
 
 def test_retired_episode_reingested_stays_retired_without_vector() -> None:
     ing, g, v = make()
     ing.ingest_lines([line()], "f")
-    (eid,) = g.episodes
-    g.episodes[eid].status = EpisodeStatus.RETIRED
+    (eid,) = g.episode_nodes
+    g.episode_nodes[eid].status = EpisodeStatus.RETIRED
     v.delete("platform", "episodes", [eid])
     rep = ing.ingest_lines([line()], "f")
     assert (rep.new, rep.present) == (0, 1)
@@ -201,8 +201,8 @@ def test_default_chatter_rule_skips_content_free_messages_only() -> None:
     lines = [line(text=t, ts=f"2026-11-30T10:{i:02d}:00+01:00") for i, t in enumerate(chatter + kept)]
     report = ing.ingest_lines(lines, "day.jsonl")
     assert (report.new, report.skipped, report.skipped_by_connector) == (len(kept), len(chatter), {"chatter": 8})
-    assert sorted(e.text for e in g.episodes.values()) == sorted(kept)
-    assert v.present("platform", "episodes") == set(g.episodes)
+    assert sorted(e.text for e in g.episode_nodes.values()) == sorted(kept)
+    assert v.present("platform", "episodes") == set(g.episode_nodes)
 
     # Turned off, chatter is stored like anything else.
     off = {**rules, "chatter": rules["chatter"].model_copy(update={"connected": False})}
@@ -239,7 +239,7 @@ def test_ingest_items_checks_the_window_too() -> None:
     old = ok.model_copy(update={"ts": datetime(1999, 12, 31, tzinfo=UTC)})
     with pytest.raises(EpisodeFileError, match=r"api:1: field 'ts': 1999-12-31T00:00:00\+00:00 is before"):
         ing.ingest_items([ok, old])
-    assert g.episodes == {} and v.cols == {}
+    assert g.episode_nodes == {} and v.cols == {}
 
 
 def test_same_id_same_content_is_a_noop_even_written_another_way() -> None:
@@ -248,7 +248,7 @@ def test_same_id_same_content_is_a_noop_even_written_another_way() -> None:
     # The same instant in another zone is the same message.
     again = ing.ingest_lines([line(id="m1", ts="2026-11-30T09:02:00Z")], "f")
     assert (again.new, again.present) == (0, 1)
-    assert len(g.episodes) == 1 and v.count("platform", "episodes") == 1
+    assert len(g.episode_nodes) == 1 and v.count("platform", "episodes") == 1
 
 
 @pytest.mark.parametrize(
@@ -273,7 +273,7 @@ def test_an_id_stored_with_other_content_is_an_error_and_nothing_is_written(
     with pytest.raises(EpisodeFileError) as info:
         ing.ingest_lines(lines, "second.jsonl")
     assert str(info.value) == f"second.jsonl:2: field 'id': id 'm1' is already stored with other content: {expected}"
-    assert list(g.episodes) == ["m1"] and g.episodes["m1"].text == "keep PRs small"
+    assert list(g.episode_nodes) == ["m1"] and g.episode_nodes["m1"].text == "keep PRs small"
     assert v.present("platform", "episodes") == {"m1"}
 
 
@@ -281,10 +281,10 @@ def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
     ing, g, v = make()
     ing.ingest_lines([line(id="m1"), line(id="m2", text="older news")], "f")
     for i in ("m1", "m2"):
-        g.episodes[i].status = EpisodeStatus.RETIRED  # decay dropped the texts; the hashes stay
+        g.episode_nodes[i].status = EpisodeStatus.RETIRED  # decay dropped the texts; the hashes stay
     with pytest.raises(EpisodeFileError, match=r"f:1: .*: text 'other' \(the stored text was dropped when the episode"):
         ing.ingest_lines([line(id="m1", text="other")], "f")
-    assert (ing.ingest_lines([line(id="m1")], "f").present, g.episodes["m1"].status) == (1, EpisodeStatus.RETIRED)
+    assert (ing.ingest_lines([line(id="m1")], "f").present, g.episode_nodes["m1"].status) == (1, EpisodeStatus.RETIRED)
     # Stored before hashes were kept: what is still on the node decides (here only the text differs: a no-op).
     del g.hashes["m2"]
     assert ing.ingest_lines([line(id="m2", text="changed")], "f").present == 1

@@ -20,7 +20,7 @@ from taskzilla_sleep.llm.base import (
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.models import PatternKind
 from taskzilla_sleep.policies import representative
-from taskzilla_sleep.stores.vector import Embedder
+from taskzilla_sleep.stores.ports import Embedder
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 

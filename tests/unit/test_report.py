@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
+from taskzilla_sleep.stores.graph import GraphCounts
 
 from taskzilla_sleep.facts import fact_id
 from taskzilla_sleep.metrics import FAMILIES, SleepCollector, build_registry, render, sizes_from_counts
@@ -41,7 +42,6 @@ from taskzilla_sleep.report import (
     store_growth_signal,
     write_html,
 )
-from taskzilla_sleep.stores.graph import GraphCounts
 from tests.conftest import service_unavailable
 
 T0 = datetime(2026, 11, 28, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam

@@ -1,0 +1,240 @@
+"""Models as graph properties and back: the one place rows and models meet.
+
+Times are epoch milliseconds in the graph (both Cypher dialects agree on integers, not on
+``datetime()``), enums are their values, and ``None`` is simply not set.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from pydantic import ValidationError
+
+from taskzilla_sleep.models import Contradiction, Episode, Pattern, PatternStatus, Run, from_ms, to_ms
+from taskzilla_sleep.stores.ports import AlertRecord, ItemUpdate, PatternCard, Retirement
+
+Row = dict[str, Any]
+
+# What turning stored props into a model raises when a value is out of range, of the wrong type or
+# missing (written by an older version or by hand): the item is skipped and quarantined, never fatal.
+UNREADABLE = (ValueError, TypeError, KeyError, OverflowError, AttributeError)
+
+
+def why_unreadable(exc: BaseException) -> str:
+    """A short reason for the log and the node (no stored text: values stay out of it)."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
+    if isinstance(exc, KeyError):
+        return f"missing property {exc}"
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def value(v: object) -> object:
+    """One value as the graph holds it."""
+    if isinstance(v, datetime):
+        return to_ms(v)
+    if isinstance(v, Enum):
+        return v.value
+    return v
+
+
+def _time(p: Row, key: str) -> datetime | None:
+    v = p.get(key)
+    return from_ms(int(v)) if v is not None else None
+
+
+# -- episodes --------------------------------------------------------------------------------------
+
+
+def episode_props(ep: Episode) -> Row:
+    """An Episode as graph properties (None values are simply not set)."""
+    props: Row = {
+        "id": ep.id,
+        "team": ep.team,
+        "channel": ep.channel,
+        "author": ep.author,
+        "text": ep.text,
+        "ts": to_ms(ep.ts),
+        "provenance": ep.provenance.value,
+        "connector": ep.connector,
+        "status": ep.status.value,
+        "schema_absorbed": ep.schema_absorbed,
+        "absorbed_at": to_ms(ep.absorbed_at) if ep.absorbed_at else None,
+        "absorbed_by": ep.absorbed_by,
+        "ingested_at": to_ms(ep.ingested_at),
+        "last_accessed": to_ms(ep.last_accessed) if ep.last_accessed else None,
+        "pinned": ep.pinned,
+        "distilled_at": to_ms(ep.distilled_at) if ep.distilled_at else None,
+        "distill_attempts": ep.distill_attempts or None,
+        "declined_size": ep.declined_size or None,
+        "content_hash": ep.content_hash(),
+    }
+    return {k: v for k, v in props.items() if v is not None}
+
+
+def episode_from_props(p: Row) -> Episode:
+    return Episode(
+        id=p["id"],
+        team=p["team"],
+        channel=p["channel"],
+        author=p["author"],
+        text=p.get("text") or "",
+        ts=_time(p, "ts"),
+        provenance=p["provenance"],
+        connector=p.get("connector"),
+        status=p.get("status", "raw"),
+        schema_absorbed=int(p.get("schema_absorbed") or 0),
+        absorbed_at=_time(p, "absorbed_at"),
+        absorbed_by=p.get("absorbed_by"),
+        ingested_at=_time(p, "ingested_at"),
+        last_accessed=_time(p, "last_accessed"),
+        pinned=bool(p.get("pinned", False)),
+        distilled_at=_time(p, "distilled_at"),
+        distill_attempts=int(p.get("distill_attempts") or 0),
+        declined_size=int(p.get("declined_size") or 0),
+    )
+
+
+def update_row(u: ItemUpdate) -> Row:
+    """``{"id", "set"}`` for ``SET n += row.set``: only the fields the update gives (None clears one)."""
+    return {"id": u.id, "set": {k: value(v) for k, v in u.changes().items()}}
+
+
+def retirement_row(r: Retirement) -> Row:
+    return {"id": r.id, "status": r.status.value, "at": to_ms(r.at), "reason": r.reason, "pattern_id": r.pattern_id}
+
+
+# -- patterns --------------------------------------------------------------------------------------
+
+_PATTERN_TIMES = ("first_seen", "last_seen", "created_at", "updated_at", "valid_from", "valid_to", "archived_at")
+
+
+def pattern_props(p: Pattern) -> Row:
+    d = p.model_dump(mode="python")
+    for k in _PATTERN_TIMES:
+        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d["kind"] = p.kind.value
+    d["status"] = p.status.value
+    d["evidence"] = p.evidence.value if p.evidence is not None else None
+    d["evidence_ids"] = list(p.evidence_ids)
+    d["subjects"] = list(p.subjects)
+    return d
+
+
+def pattern_from_props(d: Row) -> Pattern:
+    d = dict(d)
+    d.pop("last_accessed", None)
+    for k in _PATTERN_TIMES:
+        if d.get(k) is not None:
+            d[k] = from_ms(int(d[k]))
+    d["evidence_ids"] = list(d.get("evidence_ids") or [])
+    d["subjects"] = list(d.get("subjects") or [])
+    return Pattern.model_validate(d)
+
+
+def card_from_row(r: Row) -> PatternCard:
+    return PatternCard(
+        id=r["id"],
+        statement=str(r["statement"]),
+        status=PatternStatus(r["status"]),
+        pinned=bool(r["pinned"]),
+        subjects=tuple(r["subjects"] or ()),
+        confidence=float(r["confidence"]),
+        support_count=int(r["support_count"] or 0),
+    )
+
+
+# -- contradictions --------------------------------------------------------------------------------
+
+_CONTRADICTION_TIMES = ("opened_at", "resolved_at")
+
+
+def contradiction_props(c: Contradiction) -> Row:
+    d = c.model_dump(mode="python")
+    for k in _CONTRADICTION_TIMES:
+        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d["status"] = c.status.value
+    d["kind"] = c.kind.value
+    return d
+
+
+def contradiction_from_props(d: Row) -> Contradiction:
+    d = dict(d)
+    for k in _CONTRADICTION_TIMES:
+        if d.get(k) is not None:
+            d[k] = from_ms(int(d[k]))
+    return Contradiction.model_validate(d)
+
+
+# -- the run ledger --------------------------------------------------------------------------------
+
+
+def run_props(run: Run) -> Row:
+    return {
+        "trigger": run.trigger,
+        "started_at": to_ms(run.started_at),
+        "finished_at": to_ms(run.finished_at) if run.finished_at else None,
+        "now": to_ms(run.now),
+        "dry_run": run.dry_run,
+        "slot": run.slot,
+        "ok": all(s.status == "ok" for s in run.steps) and run.finished_at is not None,
+        "steps_json": json.dumps([s.model_dump(mode="json") for s in run.steps]),
+        "extra_json": json.dumps(
+            {
+                "sizes_before": run.sizes_before,
+                "sizes_after": run.sizes_after,
+                "pattern_lags_s": run.pattern_lags_s,
+                "memory_index_entries": run.memory_index_entries,
+            }
+        ),
+    }
+
+
+def run_from_props(d: Row) -> Run:
+    return Run.model_validate(
+        {
+            "id": d["id"],
+            "trigger": d["trigger"],
+            "started_at": from_ms(int(d["started_at"])),
+            "finished_at": from_ms(int(d["finished_at"])) if d.get("finished_at") else None,
+            "now": from_ms(int(d["now"])),
+            "dry_run": bool(d.get("dry_run", False)),
+            "steps": json.loads(d.get("steps_json") or "[]"),
+            "slot": d.get("slot"),
+            **json.loads(d.get("extra_json") or "{}"),
+        }
+    )
+
+
+# -- the alert outbox ------------------------------------------------------------------------------
+
+_ALERT_TIMES = ("next_attempt_at", "created_at", "last_attempt_at", "delivered_at")
+
+
+def alert_props(a: AlertRecord) -> Row:
+    d = a.model_dump(mode="python", exclude={"key"})
+    for k in _ALERT_TIMES:
+        d[k] = to_ms(d[k]) if d[k] is not None else None
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def alert_from_props(p: Row) -> AlertRecord:
+    return AlertRecord(
+        key=p["key"],
+        channel=p["channel"],
+        channel_kind=p.get("channel_kind", "?"),
+        kind=p["kind"],
+        team=p.get("team"),
+        contradiction_id=p.get("contradiction_id"),
+        payload_json=p["payload_json"],
+        status=p["status"],
+        attempts=int(p.get("attempts") or 0),
+        next_attempt_at=from_ms(int(p["next_attempt_at"])),
+        last_error=p.get("last_error"),
+        created_at=from_ms(int(p["created_at"])),
+        last_attempt_at=_time(p, "last_attempt_at"),
+        delivered_at=_time(p, "delivered_at"),
+    )

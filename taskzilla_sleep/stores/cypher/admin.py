@@ -1,0 +1,113 @@
+"""The graph as a whole: health, schema, sizes, unreadable items, snapshots and wiping."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from taskzilla_sleep.models import TEAM_RE, to_ms
+from taskzilla_sleep.stores import queries
+from taskzilla_sleep.stores.cypher.base import CypherBase
+from taskzilla_sleep.stores.cypher.episodes import STAGED
+from taskzilla_sleep.stores.ports import GraphCounts, Poisoned
+
+log = structlog.get_logger(__name__)
+
+Q = queries.load("admin")
+_TEAM = re.compile(TEAM_RE)
+
+# Unique keys of each label: an index (FalkorDB) or a uniqueness constraint (Neo4j).
+KEYS: tuple[tuple[str, str], ...] = (
+    ("Episode", "id"),
+    ("Pattern", "id"),
+    ("Entity", "key"),
+    ("Contradiction", "id"),
+    ("Tombstone", "id"),
+    ("Run", "id"),
+    ("Meta", "key"),
+    ("Lease", "name"),
+    ("Alert", "key"),
+)
+# Secondary indexes the steps filter on.
+INDEXES: tuple[tuple[str, str], ...] = (
+    ("Episode", "team"),
+    ("Episode", "status"),
+    ("Episode", "ts"),
+    ("Pattern", "team"),
+    ("Pattern", "status"),
+    ("Alert", "status"),
+    ("Episode", "stage"),
+    ("Entity", "stage"),
+)
+
+
+class CypherAdmin(CypherBase):
+    def describe(self) -> str:
+        return self._ex.describe()
+
+    def ping(self) -> None:
+        self._read(Q["ping"])
+
+    def ensure_schema(self) -> None:
+        self._ex.ensure_schema(KEYS, INDEXES)
+        log.debug("graph_schema_ensured", backend=self._ex.backend)
+
+    def teams(self) -> list[str]:
+        # A team name no valid episode could carry (written by hand) would break every step's collections.
+        return sorted(
+            {r["team"] for r in self._read(Q["teams"]) if isinstance(r["team"], str) and _TEAM.match(r["team"])}
+        )
+
+    def counts(self) -> GraphCounts:
+        by: dict[str, dict[str, int]] = {}
+        for label in ("episodes", "patterns", "contradictions"):
+            rows = self._read(Q[f"count_{label}_by_status"])
+            # An ingest in flight is not part of the store yet.
+            by[label] = {str(r["status"]): int(r["n"]) for r in rows if r["status"] != STAGED}
+        return GraphCounts(
+            episodes=by["episodes"],
+            patterns=by["patterns"],
+            contradictions=by["contradictions"],
+            entities=int(self._read(Q["count_entities"])[0]["n"]),
+            tombstones=int(self._read(Q["count_tombstones"])[0]["n"]),
+            relationships=int(self._read(Q["count_relationships"])[0]["n"]),
+        )
+
+    def take_poisoned(self) -> list[Poisoned]:
+        return self._poison.take()
+
+    def quarantine(self, items: Sequence[Poisoned], at: datetime) -> None:
+        for kind in ("episode", "pattern", "contradiction"):
+            rows = [{"id": p.id, "reason": p.reason} for p in items if p.kind == kind]
+            if rows:
+                self._write(Q[f"quarantine_{kind}s"], {"rows": rows, "at": to_ms(at)})
+
+    def snapshot(self, skip_labels: frozenset[str] = frozenset({"Run"})) -> dict[str, list[Any]]:
+        """Every node and relationship as plain data, sorted (crash tests compare two of them)."""
+        nodes = [
+            {"labels": sorted(r["labels"]), "props": dict(sorted(r["props"].items()))}
+            for r in self._read(Q["snapshot_nodes"])
+            if not skip_labels & set(r["labels"])
+        ]
+        rels = [
+            {
+                "from": [sorted(r["la"]), r["a"]],
+                "type": r["type"],
+                "props": dict(sorted((r["props"] or {}).items())),
+                "to": [sorted(r["lb"]), r["b"]],
+            }
+            for r in self._read(Q["snapshot_relationships"])
+            if not skip_labels & (set(r["la"]) | set(r["lb"]))
+        ]
+        return {"nodes": sorted(nodes, key=repr), "relationships": sorted(rels, key=repr)}
+
+    def delete_all(self) -> None:
+        while int(self._write(Q["delete_some"])[0]["n"]) > 0:
+            pass
+
+    def close(self) -> None:
+        self._ex.close()

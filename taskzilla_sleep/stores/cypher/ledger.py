@@ -1,0 +1,54 @@
+"""The run ledger and the steps' bookkeeping (watermarks, the distill journal) in the graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from taskzilla_sleep.models import Run
+from taskzilla_sleep.stores import queries
+from taskzilla_sleep.stores.codec import run_from_props, run_props, update_row
+from taskzilla_sleep.stores.cypher.base import CypherBase
+from taskzilla_sleep.stores.ports import PatternUpdate
+
+Q = queries.load("ledger")
+
+
+class CypherLedger(CypherBase):
+    def save_run(self, run: Run) -> None:
+        self._write(Q["save_run"], {"id": run.id, "props": run_props(run)})
+
+    def runs(self, n: int) -> list[Run]:
+        return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
+
+    def slot_done(self, slot: str) -> bool:
+        return int(self._read(Q["slot_done"], {"slot": slot})[0]["n"]) > 0
+
+    def abandon_dead_runs(self, by: str) -> list[str]:
+        marked: list[str] = []
+        for r in self._read(Q["unfinished_runs"]):
+            run = run_from_props(r["r"])
+            if all(s.status not in ("running", "pending") for s in run.steps):
+                continue  # every step recorded; only the closing save was lost
+            for s in run.steps:
+                if s.status == "running":
+                    s.status = "abandoned"
+                    s.error = f"its process stopped before the step finished (found by {by})"
+                elif s.status == "pending":
+                    s.status = "skipped"
+            self.save_run(run)
+            marked.append(run.id)
+        return marked
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read(Q["get_meta"], {"key": key})
+        return str(rows[0]["value"]) if rows and rows[0]["value"] is not None else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._write(Q["set_meta"], {"key": key, "value": value})
+
+    def finish_journal(self, key: str, value: str, journal: str) -> None:
+        self._write(Q["finish_journal"], {"key": key, "value": value, "journal": journal})
+
+    def update_patterns_and_meta(self, updates: Sequence[PatternUpdate], key: str, value: str) -> None:
+        params = {"rows": [update_row(u) for u in updates], "key": key, "value": value}
+        self._write(Q["update_patterns_and_meta"], params)

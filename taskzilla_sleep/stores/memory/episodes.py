@@ -1,0 +1,149 @@
+"""Episodes in memory: the same observable behaviour as ``stores/cypher/episodes.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
+from taskzilla_sleep.stores.memory.base import MemoryBase
+from taskzilla_sleep.stores.ports import EpisodeUpdate, ItemKind, Mention, Retirement, StoredEpisode
+
+
+def _by_time(episodes: list[Episode]) -> list[Episode]:
+    return sorted((e.model_copy() for e in episodes), key=lambda e: (e.ts, e.id))
+
+
+class MemoryEpisodes(MemoryBase):
+    def stored_episodes(self, ids: Sequence[str]) -> dict[str, StoredEpisode]:
+        out: dict[str, StoredEpisode] = {}
+        with self._lock:
+            for i in ids:
+                e = self.episode_nodes.get(i)
+                if e is not None:
+                    fields: dict[str, object] = dict(e.content())
+                    if e.status not in EPISODE_LIVE:
+                        fields["text"] = None  # retired and pruned episodes lose their text, as in the graph
+                    out[i] = StoredEpisode(e.status, self.hashes.get(i), fields)
+        return out
+
+    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
+        with self._lock:
+            self._maybe_fail()
+            new: dict[str, Episode] = {}
+            for ep in episodes:
+                if ep.id not in self.episode_nodes:
+                    new.setdefault(ep.id, ep)
+            for ep in new.values():
+                self.episode_nodes[ep.id] = ep.model_copy()
+                self.hashes[ep.id] = ep.content_hash()
+            for lk in links:
+                if lk.episode_id not in new:
+                    continue
+                e = lk.entity
+                known = self.entities.setdefault(e.key, {"team": None, "kind": None, "name": None})
+                for k, v in (("team", e.team), ("kind", e.kind.value), ("name", e.name)):
+                    known[k] = known[k] or v  # coalesce: what a bare MERGE left out is filled in
+                self.mentions.add((lk.episode_id, e.key, lk.role))
+            return len(new)
+
+    def drop_stale_stages(self, older_than_s: float = 600.0) -> int:
+        return 0  # an upsert here is one step: nothing is ever left staged
+
+    def get_episodes(self, ids: Sequence[str]) -> list[Episode]:
+        with self._lock:
+            found = [self.episode_nodes[i] for i in dict.fromkeys(ids) if i in self.episode_nodes]
+            return [e.model_copy() for e in found if e.status is not EpisodeStatus.QUARANTINED]
+
+    def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
+        with self._lock:
+            if kind == "episode":
+                eps = [self.episode_nodes[i] for i in ids if i in self.episode_nodes]
+                return {e.id: e.text for e in eps if e.team == team and e.status in EPISODE_LIVE}
+            pats = [self.pattern_nodes[i] for i in ids if i in self.pattern_nodes]
+            return {p.id: p.statement for p in pats if p.team == team and p.status in PATTERN_LIVE}
+
+    def live_ids(self, team: str, kind: ItemKind) -> set[str]:
+        with self._lock:
+            if kind == "episode":
+                return {i for i, e in self.episode_nodes.items() if e.team == team and e.status in EPISODE_LIVE}
+            return {i for i, p in self.pattern_nodes.items() if p.team == team and p.status in PATTERN_LIVE}
+
+    def _select(self, team: str, keep: Callable[[Episode], bool]) -> list[Episode]:
+        with self._lock:
+            return _by_time([e for e in self.episode_nodes.values() if e.team == team and keep(e)])
+
+    def episodes_in_window(self, team: str, statuses: Sequence[str], after: datetime, until: datetime) -> list[Episode]:
+        return self._select(team, lambda e: e.status.value in statuses and after < e.ts <= until)
+
+    def episodes_by_status(self, team: str, statuses: Sequence[str]) -> list[Episode]:
+        return self._select(team, lambda e: e.status.value in statuses)
+
+    def stale_raw_episodes(self, team: str, cutoff: datetime) -> list[Episode]:
+        def stale(e: Episode) -> bool:
+            touched = e.last_accessed is None or e.last_accessed <= cutoff
+            return e.status is EpisodeStatus.RAW and e.ts <= cutoff and e.ingested_at <= cutoff and touched
+
+        return self._select(team, lambda e: stale(e) and not e.pinned)
+
+    def pending_raw_episodes(self, team: str, before: datetime, legacy: datetime | None) -> list[Episode]:
+        def pending(e: Episode) -> bool:
+            since_legacy = legacy is None or e.ts > legacy or e.ingested_at > legacy
+            return e.status is EpisodeStatus.RAW and e.ts <= before and e.distilled_at is None and since_legacy
+
+        return self._select(team, pending)
+
+    def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
+        return len(self.episodes_by_status(team, statuses))
+
+    def count_new_raw(self, team: str, since: datetime) -> int:
+        def new(e: Episode) -> bool:
+            return e.status is EpisodeStatus.RAW and e.ingested_at > since and e.provenance is not Provenance.AI_DRAFT
+
+        return len(self._select(team, new))
+
+    def episode_entities(self, ids: Sequence[str]) -> dict[str, list[Mention]]:
+        wanted = set(ids)
+        out: dict[str, list[Mention]] = {}
+        with self._lock:
+            for eid, key, role in sorted(self.mentions):
+                if eid in wanted:
+                    ent = self.entities[key]
+                    out.setdefault(eid, []).append(Mention(key, str(ent["kind"]), str(ent["name"]), role))
+        return out
+
+    def evidence_episode_ids(self, team: str) -> set[str]:
+        with self._lock:
+            return {
+                eid for pid, eid in self.evidence if pid in self.pattern_nodes and self.pattern_nodes[pid].team == team
+            } & set(self.episode_nodes)
+
+    def update_episodes(self, updates: Sequence[EpisodeUpdate]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for u in updates:
+                self._apply(u)
+
+    def _apply(self, u: EpisodeUpdate) -> None:
+        e = self.episode_nodes.get(u.id)
+        if e is not None:
+            self.episode_nodes[u.id] = e.model_copy(update=u.changes())
+
+    def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for r in retirements:
+                e = self.episode_nodes.get(r.id)
+                if e is None:
+                    continue
+                self.episode_nodes[r.id] = e.model_copy(update={"status": r.status, "text": ""})
+                self._tombstone(r.id, kind="episode", team=e.team, at=r.at, reason=r.reason, pattern_id=r.pattern_id)
+
+    def mark_accessed(self, episode_ids: Sequence[str], pattern_ids: Sequence[str], at: datetime) -> None:
+        with self._lock:
+            for i in episode_ids:
+                if i in self.episode_nodes:
+                    self.episode_nodes[i] = self.episode_nodes[i].model_copy(update={"last_accessed": at})
+            for i in pattern_ids:
+                if i in self.pattern_nodes:
+                    self.pattern_accessed[i] = at

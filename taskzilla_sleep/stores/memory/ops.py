@@ -1,0 +1,177 @@
+"""The run ledger, the alert outbox and the lease in memory: the same behaviour as ``stores/cypher``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from taskzilla_sleep.models import Contradiction, ContradictionStatus, Run
+from taskzilla_sleep.stores.memory.beliefs import MemoryBeliefs
+from taskzilla_sleep.stores.ports import AlertRecord, AlertStatus, LeaseClaim, LeaseState, PatternUpdate
+
+
+def _ok(run: Run) -> bool:
+    return all(s.status == "ok" for s in run.steps) and run.finished_at is not None
+
+
+class MemoryOps(MemoryBeliefs):
+    # -- the run ledger --------------------------------------------------------------------------
+    def save_run(self, run: Run) -> None:
+        with self._lock:
+            self._maybe_fail()
+            self.run_ledger[run.id] = run.model_copy(deep=True)  # the caller goes on changing its own
+
+    def runs(self, n: int) -> list[Run]:
+        with self._lock:
+            found = sorted(self.run_ledger.values(), key=lambda r: r.started_at, reverse=True)[:n]
+            return [r.model_copy(deep=True) for r in found]
+
+    def slot_done(self, slot: str) -> bool:
+        with self._lock:
+            return any(r.slot == slot and _ok(r) for r in self.run_ledger.values())
+
+    def abandon_dead_runs(self, by: str) -> list[str]:
+        marked: list[str] = []
+        for run in self.runs(len(self.run_ledger)):
+            if run.finished_at is not None or all(s.status not in ("running", "pending") for s in run.steps):
+                continue
+            for s in run.steps:
+                if s.status == "running":
+                    s.status = "abandoned"
+                    s.error = f"its process stopped before the step finished (found by {by})"
+                elif s.status == "pending":
+                    s.status = "skipped"
+            self.save_run(run)
+            marked.append(run.id)
+        return marked
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            return self.meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._maybe_fail()
+            self.meta[key] = value
+
+    def finish_journal(self, key: str, value: str, journal: str) -> None:
+        with self._lock:
+            self._maybe_fail()
+            self.meta[key] = value
+            self.meta[journal] = ""
+
+    def update_patterns_and_meta(self, updates: Sequence[PatternUpdate], key: str, value: str) -> None:
+        with self._lock:
+            self.update_patterns(updates)
+            self.meta[key] = value
+
+    # -- the alert outbox ------------------------------------------------------------------------
+    def queue_alerts(self, alerts: Sequence[AlertRecord]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for a in alerts:
+                cid = a.contradiction_id
+                if a.key in self.outbox or (cid is not None and cid not in self.contradiction_nodes):
+                    continue
+                self.outbox[a.key] = a
+                if cid is not None:
+                    self.alert_for.add((a.key, cid))
+
+    def alerted_open_contradictions(self) -> list[tuple[Contradiction, frozenset[str]]]:
+        with self._lock:
+            channels: dict[str, set[str]] = {}
+            for key, cid in self.alert_for:
+                channels.setdefault(cid, set()).add(self.outbox[key].channel)
+            found = self.contradictions(status=ContradictionStatus.OPEN.value)
+            return [(c, frozenset(channels.get(c.id, ()))) for c in found]
+
+    def claim_alert(self, channel: str, now: datetime, until: datetime) -> AlertRecord | None:
+        with self._lock:
+            self._maybe_fail()
+            due = [a for a in self.outbox.values() if a.status == "pending" and a.channel == channel]
+            due = sorted((a for a in due if a.next_attempt_at <= now), key=lambda a: (a.next_attempt_at, a.key))
+            if not due:
+                return None
+            claimed = self.outbox[due[0].key] = due[0].model_copy(update={"next_attempt_at": until})
+            return claimed
+
+    def mark_alert_delivered(self, key: str, now: datetime) -> bool:
+        with self._lock:
+            self._maybe_fail()
+            a = self.outbox.get(key)
+            if a is None or a.status == "delivered":
+                return False
+            self.outbox[key] = a.model_copy(
+                update={
+                    "status": "delivered",
+                    "delivered_at": now,
+                    "last_attempt_at": now,
+                    "attempts": a.attempts + 1,
+                    "last_error": None,
+                }
+            )
+            return True
+
+    def mark_alert_failed(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
+        with self._lock:
+            self._maybe_fail()
+            a = self.outbox.get(key)
+            if a is None or a.status != "pending":
+                return False
+            self.outbox[key] = a.model_copy(
+                update={
+                    "attempts": a.attempts + 1,
+                    "last_attempt_at": now,
+                    "last_error": error,
+                    "next_attempt_at": next_at,
+                    "status": "failed" if give_up else "pending",
+                }
+            )
+            return True
+
+    def defer_alerts(self, channel: str, until: datetime) -> int:
+        with self._lock:
+            moved = [
+                a
+                for a in self.outbox.values()
+                if a.status == "pending" and a.channel == channel and a.next_attempt_at < until
+            ]
+            for a in moved:
+                self.outbox[a.key] = a.model_copy(update={"next_attempt_at": until})
+            return len(moved)
+
+    def requeue_failed_alerts(self, now: datetime, keys: Sequence[str] | None = None) -> int:
+        with self._lock:
+            failed = [a for a in self.outbox.values() if a.status == "failed" and (keys is None or a.key in keys)]
+            for a in failed:
+                self.outbox[a.key] = a.model_copy(update={"status": "pending", "attempts": 0, "next_attempt_at": now})
+            return len(failed)
+
+    def alerts(self, status: AlertStatus | None = None) -> list[AlertRecord]:
+        with self._lock:
+            found = [a for a in self.outbox.values() if status is None or a.status == status]
+        return sorted(found, key=lambda a: (a.created_at, a.key))
+
+    def count_alerts(self, status: AlertStatus) -> int:
+        return len(self.alerts(status))
+
+    # -- the lease -------------------------------------------------------------------------------
+    def try_lease(self, name: str, claim: LeaseClaim, now_ms: int, ttl_ms: int, dead_holder: str | None) -> bool:
+        with self._lock:
+            self._maybe_fail()
+            state = self.leases.setdefault(name, LeaseState(holder=None, expires_at_ms=0))
+            free = state.holder is None or state.holder == claim.holder or state.expires_at_ms < now_ms
+            if not (free or (dead_holder is not None and state.holder == dead_holder)):
+                return False
+            self.leases[name] = LeaseState(claim.holder, now_ms + ttl_ms, claim.host, claim.pid_ns, claim.pid)
+            return True
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self._lock:
+            state = self.leases.get(name)
+            if state is not None and state.holder == holder:
+                self.leases[name] = LeaseState(None, 0, state.host, state.pid_ns, state.pid)
+
+    def lease_state(self, name: str) -> LeaseState | None:
+        with self._lock:
+            return self.leases.get(name)

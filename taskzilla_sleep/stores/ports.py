@@ -1,0 +1,536 @@
+"""The whole interface the domain uses of its stores, by aggregate, and the values that cross it.
+
+The graph is the source of truth for every episode and pattern (the text, the status, the audit
+trail); the vector store is a derived index of the *live* items of the graph (``reconcile`` finds
+and repairs drift between the two). Nothing outside ``stores/`` knows a concrete store: it gets a
+:class:`GraphStore` and a :class:`VectorStore` from ``app.build()``. ``stores/memory.py`` implements
+all of it in memory for unit tests; ``tests/contract/test_graph_store.py`` runs the same assertions
+on the fake, FalkorDB and Neo4j.
+
+Every method that writes is one atomic write (one transaction on Neo4j, one query on FalkorDB)
+unless its docstring says it is batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskzilla_sleep.models import (
+    Contradiction,
+    EntityLink,
+    Episode,
+    EpisodeStatus,
+    Pattern,
+    PatternStatus,
+    Run,
+)
+
+ItemKind = Literal["episode", "pattern"]
+GraphBackend = Literal["falkordb", "neo4j"]
+PoisonKind = Literal["episode", "pattern", "contradiction"]
+LinkRelation = Literal["refines", "compatible"]
+AlertKind = Literal["contradiction", "summary"]
+AlertStatus = Literal["pending", "delivered", "failed"]
+VectorKind = Literal["episodes", "patterns"]
+VectorBackend = Literal["chroma-embedded", "chroma-server"]
+MetaValue = str | int | float | bool
+
+
+# -- values ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredEpisode:
+    """What the graph holds of an episode id, to tell a re-delivery from a reused id."""
+
+    status: EpisodeStatus
+    content_hash: str | None  # None: stored before hashes were kept
+    fields: Mapping[str, object]  # CONTENT_FIELDS still on the node (text is None once retired/pruned)
+
+
+@dataclass(frozen=True)
+class Poisoned:
+    """A stored item whose properties could not be turned into its model: it is quarantined, not read."""
+
+    kind: PoisonKind
+    id: str
+    team: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Mention:
+    """An entity an episode links, and in which role (author, channel, mention, tag, project, tool)."""
+
+    key: str
+    kind: str
+    name: str
+    role: str
+
+
+@dataclass(frozen=True)
+class PatternCard:
+    """A pattern as recall shows it (not its evidence list, which grows with every night)."""
+
+    id: str
+    statement: str
+    status: PatternStatus
+    pinned: bool
+    subjects: tuple[str, ...]
+    confidence: float
+    support_count: int
+
+
+@dataclass(frozen=True)
+class PatternLink:
+    """A relationship between two patterns: REFINES, COMPATIBLE_WITH, UNRELATED_TO (with the prompt
+    that decided it), MERGED_INTO or SUPERSEDES."""
+
+    a: str
+    relation: str
+    b: str
+    prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """An episode leaving the live store: its text dropped, a tombstone (id, time, reason) kept."""
+
+    id: str
+    status: Literal[EpisodeStatus.RETIRED, EpisodeStatus.PRUNED]
+    at: datetime
+    reason: str
+    pattern_id: str | None = None  # decay: the pattern it fed
+
+
+class ItemUpdate(BaseModel):
+    """Only the fields given are written (``model_fields_set``); a field given as None is cleared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+
+    def changes(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in sorted(self.model_fields_set) if k != "id"}
+
+
+class EpisodeUpdate(ItemUpdate):
+    """Changes to one stored episode (absorption, the night's marks, a merge re-pointing it)."""
+
+    status: EpisodeStatus | None = None
+    schema_absorbed: int | None = None
+    absorbed_at: datetime | None = None
+    absorbed_by: str | None = None
+    distilled_at: datetime | None = None
+    distill_attempts: int | None = None
+    declined_size: int | None = None
+
+
+class PatternUpdate(ItemUpdate):
+    """Changes to one stored pattern (a resolution, an unpin, reflect's retry bookkeeping)."""
+
+    status: PatternStatus | None = None
+    updated_at: datetime | None = None
+    reflect_attempts: int | None = None
+    archived_by: str | None = None
+    archived_at: datetime | None = None
+    archived_reason: str | None = None
+    valid_to: datetime | None = None
+
+
+class GraphCounts(BaseModel):
+    """Sizes of the graph by label and status (for ``status`` and the report)."""
+
+    episodes: dict[str, int] = Field(default_factory=dict)
+    patterns: dict[str, int] = Field(default_factory=dict)
+    contradictions: dict[str, int] = Field(default_factory=dict)
+    entities: int = 0
+    tombstones: int = 0
+    relationships: int = 0
+
+    def sizes(self) -> dict[str, int]:
+        """The store sizes ops watch grow (ledger, report, metrics): linear in patterns, not in messages."""
+        return {
+            "episodes_total": sum(self.episodes.values()),
+            "episodes_live": self.episodes.get("raw", 0) + self.episodes.get("absorbed", 0),
+            "patterns_live": sum(v for k, v in self.patterns.items() if k in ("tentative", "active", "contested")),
+            "patterns_total": sum(self.patterns.values()),
+            "contradictions_open": self.contradictions.get("open", 0),
+            "entities": self.entities,
+            "tombstones": self.tombstones,
+            "relationships": self.relationships,
+            "quarantined": sum(c.get("quarantined", 0) for c in (self.episodes, self.patterns, self.contradictions)),
+        }
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """Who asks for a lease: the holder id ops read, and where it runs (to see a dead local holder)."""
+
+    holder: str
+    host: str
+    pid_ns: str | None
+    pid: int
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    holder: str | None
+    expires_at_ms: int  # wall clock: a lease is about process liveness, not the night replayed
+    host: str | None = None
+    pid_ns: str | None = None
+    pid: int | None = None
+
+
+class AlertRecord(BaseModel):
+    """One queued chat message for one channel, as the outbox stores it. Never deleted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str  # the idempotency key: "{contradiction_id}:{channel}" / "{summary_key}:{channel}"
+    channel: str
+    channel_kind: str
+    kind: AlertKind
+    team: str | None = None
+    contradiction_id: str | None = None
+    payload_json: str  # the message, rendered once at queueing: every retry sends the same
+    status: AlertStatus = "pending"
+    attempts: int = 0
+    next_attempt_at: datetime
+    last_error: str | None = None
+    created_at: datetime
+    last_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+
+
+class VectorHit(BaseModel):
+    id: str
+    similarity: float  # cosine similarity in [-1, 1]; 1 is identical
+    text: str
+    metadata: dict[str, MetaValue]
+
+
+# -- the graph, by aggregate ---------------------------------------------------------------------
+
+
+class EpisodeStore(Protocol):
+    def stored_episodes(self, ids: Sequence[str]) -> dict[str, StoredEpisode]:
+        """Status and content of each of ``ids`` that the graph knows (retired/pruned included)."""
+        ...
+
+    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
+        """Create the episodes not stored yet (existing ones are left untouched) and link their entities.
+
+        All or nothing, whatever the backend raises: no reader sees a part of it. Returns how many
+        episodes were created.
+        """
+        ...
+
+    def drop_stale_stages(self, older_than_s: float = ...) -> int:
+        """Remove what an interrupted upsert left staged (invisible); returns how many stages."""
+        ...
+
+    def get_episodes(self, ids: Sequence[str]) -> list[Episode]:
+        """Episodes by id, in no particular order; unknown and quarantined ids are left out."""
+        ...
+
+    def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
+        """Text of each of ``ids`` that is live (should have a vector), for re-embedding."""
+        ...
+
+    def live_ids(self, team: str, kind: ItemKind) -> set[str]:
+        """Ids of every live item of ``kind`` (episodes raw/absorbed; patterns tentative/active/contested)."""
+        ...
+
+    def episodes_in_window(self, team: str, statuses: Sequence[str], after: datetime, until: datetime) -> list[Episode]:
+        """Episodes of ``statuses`` with ``after < ts <= until``, by (ts, id)."""
+        ...
+
+    def episodes_by_status(self, team: str, statuses: Sequence[str]) -> list[Episode]:
+        """Every episode of ``statuses``, by (ts, id)."""
+        ...
+
+    def stale_raw_episodes(self, team: str, cutoff: datetime) -> list[Episode]:
+        """Raw, unpinned episodes last touched (ts, ingested, read) at or before ``cutoff``, by (ts, id)."""
+        ...
+
+    def pending_raw_episodes(self, team: str, before: datetime, legacy: datetime | None) -> list[Episode]:
+        """Raw episodes no nightly distill has taken into account, timestamped at or before ``before``;
+        ``legacy``: a store written before ``distilled_at`` existed counts what its last night covered."""
+        ...
+
+    def count_episodes(self, team: str, statuses: Sequence[str]) -> int: ...
+
+    def count_new_raw(self, team: str, since: datetime) -> int:
+        """Raw, learnable-provenance (not ai-draft) episodes ingested after ``since`` (the watchdog's trigger)."""
+        ...
+
+    def episode_entities(self, ids: Sequence[str]) -> dict[str, list[Mention]]:
+        """The entities each of ``ids`` links (ids without any are left out)."""
+        ...
+
+    def evidence_episode_ids(self, team: str) -> set[str]:
+        """Episodes some pattern of ``team`` names as evidence (whatever the pattern's status)."""
+        ...
+
+    def update_episodes(self, updates: Sequence[EpisodeUpdate]) -> None:
+        """Apply each update's fields to its episode (unknown ids are skipped). One write per call."""
+        ...
+
+    def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
+        """Each episode takes its new status and loses its text; a tombstone is kept (created once)."""
+        ...
+
+    def mark_accessed(self, episode_ids: Sequence[str], pattern_ids: Sequence[str], at: datetime) -> None:
+        """Recall read these: prune counts an access as a touch."""
+        ...
+
+
+class PatternStore(Protocol):
+    def patterns(self, team: str) -> list[Pattern]:
+        """Every readable pattern of ``team`` (any status), by (created_at, id)."""
+        ...
+
+    def patterns_by_id(self, ids: Sequence[str]) -> list[Pattern]:
+        """Patterns by id, by (created_at, id); unknown and quarantined ids are left out."""
+        ...
+
+    def pattern_cards(self, ids: Sequence[str]) -> dict[str, PatternCard]:
+        """What recall shows of each pattern (unknown ids are left out)."""
+        ...
+
+    def write_pattern(self, pattern: Pattern, subject_keys: Sequence[str], evidence: Sequence[EpisodeUpdate]) -> None:
+        """The pattern (created or replaced), an ABOUT link to each subject entity (created by key if
+        missing), an EVIDENCED_BY link to each evidence episode with its update applied: one atomic write."""
+        ...
+
+    def update_patterns(self, updates: Sequence[PatternUpdate]) -> None: ...
+
+    def merge_patterns(self, keep: Pattern, drop: Pattern, moved: Sequence[EpisodeUpdate], at: datetime) -> None:
+        """``keep`` and ``drop`` written, drop MERGED_INTO keep, a tombstone for ``drop``, the moved
+        episodes linked as keep's evidence with their update: one atomic write."""
+        ...
+
+    def link_patterns(self, a: str, b: str, relation: LinkRelation) -> None:
+        """``a`` REFINES or is COMPATIBLE_WITH ``b`` (idempotent)."""
+        ...
+
+    def link_unrelated(self, pairs: Sequence[tuple[str, str]], prompt_id: str) -> None:
+        """Remember that ``prompt_id`` found each (a, b) unrelated (the pair is not asked again under it)."""
+        ...
+
+    def pattern_links(self, team: str) -> list[PatternLink]:
+        """Every relationship from a pattern of ``team`` to a pattern, sorted."""
+        ...
+
+    def entity_neighbours(self, pattern_id: str, live: Sequence[str]) -> list[str]:
+        """Patterns of a status in ``live`` about an entity ``pattern_id`` is about, sorted."""
+        ...
+
+
+class ContradictionStore(Protocol):
+    def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
+        """Readable contradictions (of ``team``, of ``status``), by (opened_at, id)."""
+        ...
+
+    def get_contradiction(self, contradiction_id: str) -> Contradiction:
+        """One contradiction; NotFound when there is none with that id."""
+        ...
+
+    def open_contradiction(self, c: Contradiction, counter: int, old_confidence: float) -> None:
+        """The contradiction (created once, with the old belief's ledger given ``counter`` more
+        counter-evidence and ``old_confidence``), its OLD_BELIEF/NEW_BELIEF links, the old belief
+        contested and the new one too unless it is an update; pinned beliefs keep their state."""
+        ...
+
+    def resolve_supersede(self, contradiction: Contradiction, winner: Pattern, loser: Pattern) -> None:
+        """The contradiction closed, both beliefs written, winner SUPERSEDES loser: one atomic write."""
+        ...
+
+    def resolve_keep_both(self, contradiction: Contradiction, a: PatternUpdate, b: PatternUpdate) -> None: ...
+
+
+class RunLedger(Protocol):
+    def save_run(self, run: Run) -> None: ...
+
+    def runs(self, n: int) -> list[Run]:
+        """The newest ``n`` runs, newest first."""
+        ...
+
+    def slot_done(self, slot: str) -> bool:
+        """Has a night for this slot (e.g. the scheduled night of 2026-11-28) finished cleanly?"""
+        ...
+
+    def abandon_dead_runs(self, by: str) -> list[str]:
+        """Mark the runs a dead process left unfinished ``abandoned`` (their pending steps ``skipped``).
+        Only the lease holder may call this: every run that writes the ledger runs under the lease."""
+        ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def finish_journal(self, key: str, value: str, journal: str) -> None:
+        """Set meta ``key`` and empty meta ``journal``, atomically."""
+        ...
+
+    def update_patterns_and_meta(self, updates: Sequence[PatternUpdate], key: str, value: str) -> None:
+        """``updates`` as update_patterns, and meta ``key``, atomically."""
+        ...
+
+
+class OutboxStore(Protocol):
+    def queue_alerts(self, alerts: Sequence[AlertRecord]) -> None:
+        """Store each alert unless one with its key exists (a contradiction alert is linked to its
+        contradiction, and not stored when that is gone)."""
+        ...
+
+    def alerted_open_contradictions(self) -> list[tuple[Contradiction, frozenset[str]]]:
+        """Every open contradiction with the channels that already have an alert for it."""
+        ...
+
+    def claim_alert(self, channel: str, now: datetime, until: datetime) -> AlertRecord | None:
+        """The next due pending alert of ``channel``, not due again before ``until`` (so no other
+        replica sends it meanwhile); None when nothing is due."""
+        ...
+
+    def mark_alert_delivered(self, key: str, now: datetime) -> bool:
+        """False when it was already delivered (another replica, or a repeat after a crash)."""
+        ...
+
+    def mark_alert_failed(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
+        """Count a failed attempt of a pending alert; ``give_up`` makes it ``failed``."""
+        ...
+
+    def defer_alerts(self, channel: str, until: datetime) -> int:
+        """Push every pending alert of ``channel`` due before ``until`` to ``until``."""
+        ...
+
+    def requeue_failed_alerts(self, now: datetime, keys: Sequence[str] | None = None) -> int:
+        """Failed alerts (all, or those ``keys``) pending again with a fresh attempt budget."""
+        ...
+
+    def alerts(self, status: AlertStatus | None = None) -> list[AlertRecord]:
+        """Every alert (of ``status``), oldest first."""
+        ...
+
+    def count_alerts(self, status: AlertStatus) -> int: ...
+
+
+class LeaseStore(Protocol):
+    def try_lease(self, name: str, claim: LeaseClaim, now_ms: int, ttl_ms: int, dead_holder: str | None) -> bool:
+        """Take or renew lease ``name`` when it is free, ours, expired, or held by ``dead_holder``."""
+        ...
+
+    def release_lease(self, name: str, holder: str) -> None:
+        """Free the lease if ``holder`` holds it."""
+        ...
+
+    def lease_state(self, name: str) -> LeaseState | None: ...
+
+
+class AdminStore(Protocol):
+    backend: GraphBackend
+
+    def describe(self) -> str:
+        """Where it is, for status lines and errors (never a password)."""
+        ...
+
+    def ping(self) -> None:
+        """Raise StoreError if the server cannot answer a trivial query."""
+        ...
+
+    def ensure_schema(self) -> None:
+        """Create indexes/constraints. Idempotent; never called from constructors."""
+        ...
+
+    def teams(self) -> list[str]:
+        """Teams with an episode or a pattern, sorted."""
+        ...
+
+    def counts(self) -> GraphCounts: ...
+
+    def take_poisoned(self) -> list[Poisoned]:
+        """The unreadable items the reads since the last call skipped (each once)."""
+        ...
+
+    def quarantine(self, items: Sequence[Poisoned], at: datetime) -> None:
+        """Mark them ``quarantined`` (status kept in ``quarantined_from``): every step skips them."""
+        ...
+
+    def delete_all(self) -> None:
+        """Remove every node of this product (tests and a fresh demo only)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class GraphStore(
+    EpisodeStore, PatternStore, ContradictionStore, RunLedger, OutboxStore, LeaseStore, AdminStore, Protocol
+):
+    """Everything the domain asks of the entity graph."""
+
+
+# -- vectors --------------------------------------------------------------------------------------
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors. One instance is built once and reused."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class VectorStore(Protocol):
+    backend: VectorBackend
+
+    def describe(self) -> str: ...
+
+    def ping(self) -> None:
+        """Raise StoreError if the store cannot answer."""
+        ...
+
+    def upsert(
+        self,
+        team: str,
+        kind: VectorKind,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, MetaValue]],
+    ) -> None:
+        """Add or replace vectors (embedded from ``texts``). Idempotent."""
+        ...
+
+    def present(self, team: str, kind: VectorKind, ids: Sequence[str] | None = None) -> set[str]:
+        """Which of ``ids`` have a vector (every id in the collection when ``ids`` is None)."""
+        ...
+
+    def embeddings(self, team: str, kind: VectorKind, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vectors of ``ids`` (ids without a vector are left out)."""
+        ...
+
+    def delete(self, team: str, kind: VectorKind, ids: Sequence[str]) -> None:
+        """Remove vectors; unknown ids are ignored."""
+        ...
+
+    def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
+        """The ``n`` nearest vectors to ``text``, most similar first."""
+        ...
+
+    def count(self, team: str, kind: VectorKind) -> int: ...
+
+    def teams(self) -> list[str]:
+        """Teams that have at least one collection."""
+        ...
+
+    def delete_all(self) -> None:
+        """Drop every collection of this product (tests and a fresh demo only)."""
+        ...
+
+    def close(self) -> None: ...

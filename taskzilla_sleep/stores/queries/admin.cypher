@@ -1,0 +1,52 @@
+// -- ping --
+RETURN 1 AS ok
+
+// -- teams --
+MATCH (e:Episode) WHERE e.stage IS NULL RETURN DISTINCT e.team AS team
+UNION
+MATCH (p:Pattern) RETURN DISTINCT p.team AS team
+
+// -- count_episodes_by_status --
+MATCH (n:Episode) RETURN n.status AS status, count(n) AS n
+
+// -- count_patterns_by_status --
+MATCH (n:Pattern) RETURN n.status AS status, count(n) AS n
+
+// -- count_contradictions_by_status --
+MATCH (n:Contradiction) RETURN n.status AS status, count(n) AS n
+
+// -- count_entities --
+MATCH (n:Entity) RETURN count(n) AS n
+
+// -- count_tombstones --
+MATCH (n:Tombstone) RETURN count(n) AS n
+
+// -- count_relationships --
+MATCH ()-[r]->() RETURN count(r) AS n
+
+// -- snapshot_nodes --
+MATCH (n) RETURN labels(n) AS labels, properties(n) AS props
+
+// -- snapshot_relationships --
+MATCH (a)-[r]->(b) RETURN labels(a) AS la, coalesce(a.id, a.key) AS a, type(r) AS type, properties(r) AS props, labels(b) AS lb, coalesce(b.id, b.key) AS b
+
+// -- delete_some --
+MATCH (n) WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- quarantine_episodes --
+UNWIND $rows AS r
+MATCH (n:Episode {id: r.id})
+WHERE coalesce(n.status, '') <> 'quarantined'
+SET n.quarantined_from = n.status, n.status = 'quarantined', n.quarantined_at = $at, n.quarantine_reason = r.reason
+
+// -- quarantine_patterns --
+UNWIND $rows AS r
+MATCH (n:Pattern {id: r.id})
+WHERE coalesce(n.status, '') <> 'quarantined'
+SET n.quarantined_from = n.status, n.status = 'quarantined', n.quarantined_at = $at, n.quarantine_reason = r.reason
+
+// -- quarantine_contradictions --
+UNWIND $rows AS r
+MATCH (n:Contradiction {id: r.id})
+WHERE coalesce(n.status, '') <> 'quarantined'
+SET n.quarantined_from = n.status, n.status = 'quarantined', n.quarantined_at = $at, n.quarantine_reason = r.reason

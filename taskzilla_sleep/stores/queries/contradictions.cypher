@@ -1,0 +1,30 @@
+// -- open_contradiction --
+MATCH (o:Pattern {id: $old}), (n:Pattern {id: $new})
+MERGE (c:Contradiction {id: $id})
+ON CREATE SET c += $props,
+    o.counter_count = CASE WHEN o.pinned THEN o.counter_count ELSE coalesce(o.counter_count, 0) + $counter END,
+    o.confidence = CASE WHEN o.pinned THEN o.confidence ELSE $old_confidence END
+MERGE (c)-[:OLD_BELIEF]->(o)
+MERGE (c)-[:NEW_BELIEF]->(n)
+SET o.status = CASE WHEN o.pinned THEN o.status ELSE 'contested' END,
+    n.status = CASE WHEN n.pinned OR $update THEN n.status ELSE 'contested' END,
+    o.updated_at = CASE WHEN o.pinned THEN o.updated_at ELSE $at END,
+    n.updated_at = CASE WHEN n.pinned OR $update THEN n.updated_at ELSE $at END
+
+// -- resolve_supersede --
+MATCH (c:Contradiction {id: $c.id}), (w:Pattern {id: $w.id}), (l:Pattern {id: $l.id})
+SET c += $c, w += $w, l += $l
+MERGE (w)-[:SUPERSEDES]->(l)
+
+// -- resolve_keep_both --
+MATCH (c:Contradiction {id: $c.id}), (a:Pattern {id: $a.id}), (b:Pattern {id: $b.id})
+SET c += $c, a += $a, b += $b
+
+// -- contradictions --
+MATCH (c:Contradiction)
+WHERE ($team IS NULL OR c.team = $team) AND ($status IS NULL OR c.status = $status)
+RETURN properties(c) AS c
+
+// -- get_contradiction --
+MATCH (c:Contradiction {id: $id})
+RETURN properties(c) AS c

@@ -1,0 +1,130 @@
+// -- existing_episodes --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+RETURN e.id AS id, e.status AS status
+
+// -- stored_episodes --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+RETURN e.id AS id, e.status AS status, e.content_hash AS content_hash, e.team AS team, e.channel AS channel,
+       e.author AS author, e.ts AS ts, e.provenance AS provenance, e.text AS text
+
+// -- stage_episodes --
+UNWIND $rows AS r
+CREATE (e:Episode)
+SET e += r.props, e.stage = $stage, e.staged_at = timestamp()
+WITH e, r
+UNWIND r.links AS l
+MERGE (n:Entity {key: l.key})
+ON CREATE SET n.team = l.team, n.kind = l.kind, n.name = l.name, n.stage = $stage
+ON MATCH SET n.team = coalesce(n.team, l.team), n.kind = coalesce(n.kind, l.kind), n.name = coalesce(n.name, l.name)
+MERGE (e)-[:MENTIONS {role: l.role}]->(n)
+
+// -- commit_stage --
+OPTIONAL MATCH (s:Episode {stage: $stage})
+OPTIONAL MATCH (x:Episode {id: s.staged_id})
+WITH count(DISTINCT s) AS n, count(x) AS clashes
+WHERE clashes = 0 AND n = $expected
+MATCH (s:Episode {stage: $stage})
+SET s.id = s.staged_id, s.status = s.staged_status
+REMOVE s.staged_id, s.staged_status, s.stage, s.staged_at
+WITH DISTINCT n
+OPTIONAL MATCH (m:Entity {stage: $stage})
+REMOVE m.stage
+RETURN DISTINCT n
+
+// -- stage_state --
+OPTIONAL MATCH (s:Episode {stage: $stage})
+OPTIONAL MATCH (x:Episode {id: s.staged_id})
+RETURN count(DISTINCT s) AS staged, count(x) AS clashes
+
+// -- drop_staged --
+MATCH (s:Episode {stage: $stage}) WITH s LIMIT 5000 DETACH DELETE s RETURN count(*) AS n
+
+// -- drop_stage_entities --
+MATCH (n:Entity {stage: $stage})
+OPTIONAL MATCH (n)-[r]-()
+WITH n, count(r) AS rels
+WHERE rels = 0
+DELETE n
+
+// -- unmark_stage_entities --
+MATCH (n:Entity {stage: $stage}) REMOVE n.stage
+
+// -- stale_stages --
+MATCH (e:Episode)
+WHERE e.status = 'staged'
+WITH e.stage AS token, max(e.staged_at) AS last
+WHERE last < timestamp() - $age_ms
+RETURN token
+
+// -- get_episodes --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+RETURN properties(e) AS p
+
+// -- live_episode_texts --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+WHERE e.team = $team AND e.status IN $live
+RETURN e.id AS id, e.text AS text
+
+// -- live_episode_ids --
+MATCH (e:Episode) WHERE e.team = $team AND e.status IN $live RETURN collect(e.id) AS ids
+
+// -- episodes_in_window --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $statuses AND e.ts > $from AND e.ts <= $to
+RETURN properties(e) AS p
+
+// -- pending_raw_before --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status = 'raw' AND e.ts <= $before AND e.distilled_at IS NULL
+  AND (e.ts > $legacy OR e.ingested_at > $legacy)
+RETURN properties(e) AS p
+
+// -- episodes_by_status --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $statuses
+RETURN properties(e) AS p
+
+// -- stale_raw --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status = 'raw' AND e.ts <= $cutoff AND e.ingested_at <= $cutoff
+  AND (e.last_accessed IS NULL OR e.last_accessed <= $cutoff) AND coalesce(e.pinned, false) = false
+RETURN properties(e) AS p
+
+// -- count_episodes --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $statuses
+RETURN count(e) AS n
+
+// -- episode_entities --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})-[m:MENTIONS]->(n:Entity)
+RETURN e.id AS id, n.key AS key, n.kind AS kind, n.name AS name, m.role AS role
+
+// -- count_new_raw --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status = 'raw' AND e.ingested_at > $since AND e.provenance <> 'ai-draft'
+RETURN count(e) AS n
+
+// -- evidence_ids --
+MATCH (p:Pattern)-[:EVIDENCED_BY]->(e:Episode)
+WHERE p.team = $team
+RETURN DISTINCT e.id AS id
+
+// -- update_episodes --
+UNWIND $rows AS row
+MATCH (e:Episode {id: row.id})
+SET e += row.set
+
+// -- retire_episodes --
+UNWIND $rows AS r
+MATCH (e:Episode {id: r.id})
+SET e.status = r.status, e.text = null, e.retired_at = r.at
+MERGE (t:Tombstone {id: r.id})
+ON CREATE SET t.kind = 'episode', t.team = e.team, t.at = r.at, t.reason = r.reason, t.pattern_id = r.pattern_id
+
+// -- mark_episodes_accessed --
+UNWIND $ids AS id MATCH (e:Episode {id: id}) SET e.last_accessed = $at

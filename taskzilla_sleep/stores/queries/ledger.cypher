@@ -1,0 +1,28 @@
+// -- get_meta --
+MATCH (m:Meta {key: $key}) RETURN m.value AS value
+
+// -- set_meta --
+MERGE (m:Meta {key: $key}) SET m.value = $value
+
+// -- finish_journal --
+MERGE (m:Meta {key: $key}) SET m.value = $value
+MERGE (j:Meta {key: $journal}) SET j.value = ''
+
+// -- update_patterns_and_meta --
+MERGE (m:Meta {key: $key}) SET m.value = $value
+WITH m
+UNWIND $rows AS row
+MATCH (p:Pattern {id: row.id})
+SET p += row.set
+
+// -- save_run --
+MERGE (r:Run {id: $id}) SET r += $props
+
+// -- runs --
+MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
+
+// -- slot_done --
+MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r) AS n
+
+// -- unfinished_runs --
+MATCH (r:Run) WHERE r.finished_at IS NULL RETURN properties(r) AS r
