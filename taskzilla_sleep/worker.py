@@ -115,7 +115,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         if self._senders:
-            from taskzilla_sleep.alerts import close_senders
+            from taskzilla_sleep.alerts.senders import close_senders
 
             close_senders(self._senders)
         if self._outbox is not None:
@@ -243,7 +243,7 @@ class Worker:
         """Queue an alert for every open contradiction (idempotent, so a crash loses none), deliver what is due."""
         if self._outbox is None:
             return
-        from taskzilla_sleep.alerts import deliver_due
+        from taskzilla_sleep.alerts.delivery import deliver_due
 
         now = self.clock.now()
         self._outbox.sync_contradictions(
@@ -255,10 +255,11 @@ class Worker:
         """Build the chat senders at start: a missing webhook URL or token is a config error now, not at 3 am."""
         if not any(ch.enabled for ch in self.settings.alerts.channels.values()):
             return
-        from taskzilla_sleep.alerts import Outbox, build_senders
+        from taskzilla_sleep.alerts.outbox import Outbox
+        from taskzilla_sleep.alerts.senders import build_senders
 
         self._senders = build_senders(self.settings.alerts, self._env)
-        self._outbox = Outbox(self.s.graph)
+        self._outbox = Outbox(self.s.graph)  # its indexes come with the graph's schema
 
     # -- the API ----------------------------------------------------------------------------------
     def start_api(self) -> str | None:
@@ -343,7 +344,7 @@ class Worker:
 
     def _registry(self) -> Any:
         if self._metrics_registry is None:
-            from taskzilla_sleep.alerts import Outbox
+            from taskzilla_sleep.alerts.outbox import Outbox
             from taskzilla_sleep.metrics import build_registry
 
             outbox = self._outbox or Outbox(self.s.graph)

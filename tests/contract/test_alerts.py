@@ -18,18 +18,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from taskzilla_sleep.alerts import (
-    Alert,
-    DeliveryReport,
-    Outbox,
-    Sender,
-    build_senders,
-    close_senders,
-    deliver_due,
-    slack_payload,
-    telegram_payload,
-    webhook_payload,
-)
+from taskzilla_sleep.alerts.delivery import DeliveryReport, deliver_due
+from taskzilla_sleep.alerts.outbox import Alert, Outbox
+from taskzilla_sleep.alerts.render import slack_payload, telegram_payload, webhook_payload
+from taskzilla_sleep.alerts.senders import Sender, build_senders, close_senders
 from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.models import (
     Contradiction,
@@ -93,7 +85,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     b = Backend(request.param, opener)
     try:
         b.graph.delete_all()
-        b.graph.ensure_schema()
+        b.graph.ensure_schema()  # the Alert key and status indexes are part of the graph's schema
         yield b
     finally:
         b.graph.delete_all()

@@ -10,25 +10,17 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from taskzilla_sleep.alerts import (
-    EXAMPLE_CHARS,
+from taskzilla_sleep.alerts.delivery import RetryDecision, RetryStrategy, backoff_delay
+from taskzilla_sleep.alerts.message import EXAMPLE_CHARS, AlertMessage, Section, format_contradiction, format_summary
+from taskzilla_sleep.alerts.render import (
     TELEGRAM_MAX_CHARS,
-    AlertMessage,
-    DeliveryError,
-    Section,
-    SlackSender,
-    TelegramSender,
-    WebhookSender,
-    backoff_delay,
-    build_senders,
-    format_contradiction,
-    format_summary,
     slack_payload,
     telegram_payload,
     utf16_len,
     webhook_payload,
 )
-from taskzilla_sleep.errors import ConfigError
+from taskzilla_sleep.alerts.senders import SlackSender, TelegramSender, WebhookSender, build_senders
+from taskzilla_sleep.errors import ConfigError, DeliveryError
 from taskzilla_sleep.models import (
     Contradiction,
     ContradictionKind,
@@ -423,3 +415,70 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
         delays = [backoff_delay(failures, 30, 3600, rng) for _ in range(200)]
         assert all(ceiling / 2 <= d <= ceiling for d in delays), (failures, min(delays), max(delays))
         assert len({round(d, 6) for d in delays}) > 100  # jittered, not lockstep
+
+
+# -- the retry decision (plain data: no HTTP, no store) --------------------------------------------
+
+STRATEGY = RetryStrategy(max_attempts=5, base_s=30, max_s=3600)
+
+
+def test_retry_strategy_comes_from_the_alert_settings() -> None:
+    s = AlertSettings(max_attempts=7, backoff_base_s=10, backoff_max_s=900)
+    assert RetryStrategy.from_settings(s) == RetryStrategy(max_attempts=7, base_s=10, max_s=900)
+
+
+def test_a_transient_failure_is_retried_with_backoff_and_holds_the_channel_back() -> None:
+    d = STRATEGY.decide(0, DeliveryError("timed out after 2s"), T, random.Random(1))
+    # Exactly the backoff_delay schedule, drawing the same random number.
+    delay = backoff_delay(1, 30, 3600, random.Random(1))
+    assert d == RetryDecision(
+        attempts=1, give_up=False, retry_at=T + timedelta(seconds=delay), defer_channel=True, config_problem=False
+    )
+    assert T + timedelta(seconds=15) <= d.retry_at <= T + timedelta(seconds=30)
+    # Any other exception (a bug in a renderer, say) is treated the same way.
+    other = STRATEGY.decide(2, RuntimeError("boom"), T, random.Random(1))
+    assert (other.attempts, other.give_up, other.defer_channel, other.config_problem) == (3, False, True, False)
+    assert other.retry_at == T + timedelta(seconds=backoff_delay(3, 30, 3600, random.Random(1)))
+
+
+def test_the_decision_is_pure_and_draws_from_rng_once() -> None:
+    err = DeliveryError("HTTP 503", status=503)
+    rng, twin = random.Random(5), random.Random(5)
+    assert STRATEGY.decide(1, err, T, rng) == STRATEGY.decide(1, err, T, twin)
+    twin.uniform(0, 1)
+    rng.uniform(0, 1)
+    assert rng.random() == twin.random()
+    with pytest.raises(AttributeError):
+        STRATEGY.decide(1, err, T, rng).give_up = True  # type: ignore[misc]
+
+
+def test_max_attempts_gives_up_and_still_holds_the_channel_back_when_transient() -> None:
+    assert not STRATEGY.decide(3, DeliveryError("HTTP 502", status=502), T).give_up
+    d = STRATEGY.decide(4, DeliveryError("HTTP 502", status=502), T)
+    assert (d.attempts, d.give_up, d.defer_channel) == (5, True, True)
+    assert STRATEGY.decide(40, DeliveryError("HTTP 502"), T).give_up  # past the budget (e.g. lowered in config)
+
+
+def test_a_config_problem_is_retried_loudly_without_holding_the_channel_back() -> None:
+    err = DeliveryError("HTTP 404: no_service", status=404, config_problem=True)
+    d = STRATEGY.decide(0, err, T, random.Random(2))
+    assert (d.give_up, d.defer_channel, d.config_problem) == (False, False, True)
+    assert d.retry_at == T + timedelta(seconds=backoff_delay(1, 30, 3600, random.Random(2)))
+    last = STRATEGY.decide(4, err, T)
+    assert (last.give_up, last.defer_channel, last.config_problem) == (True, False, True)
+
+
+@pytest.mark.parametrize(
+    ("retry_after_s", "low", "high"),
+    [
+        (600.0, 600, 600),  # the receiver's wait, longer than our backoff
+        (86_400.0, 3600, 3600),  # honoured only up to max_s
+        (1.0, 15, 30),  # shorter than our backoff: ours stands
+        (None, 15, 30),
+    ],
+)
+def test_retry_after_is_honoured_up_to_max_s(retry_after_s: float | None, low: float, high: float) -> None:
+    err = DeliveryError("HTTP 429", status=429, retry_after_s=retry_after_s)
+    d = STRATEGY.decide(0, err, T, random.Random(3))
+    assert T + timedelta(seconds=low) <= d.retry_at <= T + timedelta(seconds=high)
+    assert (d.give_up, d.defer_channel, d.config_problem) == (False, True, False)

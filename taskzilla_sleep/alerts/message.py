@@ -1,0 +1,234 @@
+"""What an alert says, whatever the channel: the contradiction (or summary) message as data.
+
+The message is built once, when the alert is queued, and stored as JSON in the outbox: every
+retry renders the same content. Its sections are plain text; ``render.py`` turns them into a
+Slack, Telegram or webhook body and decides what to shorten (never an ``essential`` section).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from taskzilla_sleep.contradictions import KEEP_CHOICES, resolve_command
+from taskzilla_sleep.models import Contradiction, ContradictionKind, Episode, Pattern
+from taskzilla_sleep.stores.ports import AlertKind
+from taskzilla_sleep.text import one_line
+
+EXAMPLES_PER_BELIEF = 2
+EXAMPLE_CHARS = 160
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Example(_Frozen):
+    """One episode that supports a belief, as shown in chat (text already on one line and shortened)."""
+
+    episode_id: str
+    author: str
+    channel: str
+    ts: datetime
+    text: str
+
+
+class Belief(_Frozen):
+    """One side of a contradiction: the statement and its evidence ledger."""
+
+    id: str
+    statement: str
+    kind: str
+    status: str
+    evidence: int  # supporting episodes
+    against: int  # counter-evidence
+    confidence: float
+    first_seen: datetime
+    last_seen: datetime
+    examples: tuple[Example, ...] = ()
+
+
+class HttpResolve(_Frozen):
+    method: Literal["POST"] = "POST"
+    path: str
+    body: dict[str, str]
+
+
+class Resolve(_Frozen):
+    """Exactly how a person resolves the contradiction, on the command line or over HTTP."""
+
+    contradiction_id: str
+    cli: str
+    http: HttpResolve
+    options: dict[str, str]
+
+
+class Section(_Frozen):
+    """A block of the message. Renderers map it to a Slack section, Telegram HTML or plain text."""
+
+    heading: str | None = None
+    body: str = ""
+    code: tuple[str, ...] = ()  # commands, shown verbatim (monospace where the channel has it)
+    essential: bool = False  # never trimmed to fit a channel's limit (who/what and how to resolve)
+
+
+class AlertMessage(_Frozen):
+    """What an alert says, independent of the channel: title, sections (plain text) and structured fields."""
+
+    kind: AlertKind
+    id: str  # the contradiction id, or the summary key
+    team: str | None = None
+    title: str
+    sections: tuple[Section, ...]
+    reason: str | None = None
+    contradiction_kind: str | None = None  # "update" (a change to confirm) or "disagreement"
+    opened_at: datetime | None = None
+    old: Belief | None = None
+    new: Belief | None = None
+    resolve: Resolve | None = None
+
+    @property
+    def text(self) -> str:
+        """The whole message as plain text."""
+        # Imported here: render.py builds on this module, not the other way round.
+        from taskzilla_sleep.alerts.render import render_plain
+
+        return render_plain(self)
+
+
+def _day(t: datetime, tz: tzinfo) -> str:
+    return t.astimezone(tz).strftime("%Y-%m-%d")
+
+
+def _minute(t: datetime, tz: tzinfo) -> str:
+    return t.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def _belief(p: Pattern, examples: Sequence[Episode]) -> Belief:
+    return Belief(
+        id=p.id,
+        statement=p.statement,
+        kind=p.kind.value,
+        status=p.status.value,
+        evidence=p.support_count,
+        against=p.counter_count,
+        confidence=round(p.confidence, 4),
+        first_seen=p.first_seen,
+        last_seen=p.last_seen,
+        examples=tuple(
+            Example(episode_id=e.id, author=e.author, channel=e.channel, ts=e.ts, text=one_line(e.text, EXAMPLE_CHARS))
+            for e in list(examples)[:EXAMPLES_PER_BELIEF]
+        ),
+    )
+
+
+def _belief_section(label: str, b: Belief, tz: tzinfo) -> Section:
+    plural = "" if b.evidence == 1 else "s"
+    against = f", {b.against} against" if b.against else ""
+    lines = [
+        f"\u201c{b.statement}\u201d",
+        f"Evidence: {b.evidence} episode{plural}{against} · confidence {b.confidence:.2f} · "
+        f"first seen {_day(b.first_seen, tz)} · last seen {_day(b.last_seen, tz)}",
+    ]
+    if b.examples:
+        lines.append("Examples:")
+        lines += [f"- {e.author}, {_minute(e.ts, tz)} in {e.channel}: \u201c{e.text}\u201d" for e in b.examples]
+    # Not essential: if a channel's limit bites, the examples at the end go first.
+    return Section(heading=f"{label} belief {b.id} ({b.status})", body="\n".join(lines))
+
+
+def resolve_instructions(contradiction_id: str) -> Resolve:
+    """The command line and the HTTP call that resolve ``contradiction_id``, and what each choice does."""
+    body = {"keep": KEEP_CHOICES, "by": "NAME", "note": "..."}
+    return Resolve(
+        contradiction_id=contradiction_id,
+        cli=resolve_command(contradiction_id, note=True),
+        http=HttpResolve(path=f"/contradictions/{contradiction_id}/resolve", body=body),
+        options={
+            "new": "the new belief holds; the old one is superseded (archived with who, when and why)",
+            "old": "the old belief holds; the new one is superseded",
+            "both": "both hold (e.g. in different contexts); both become active again",
+        },
+    )
+
+
+def format_contradiction(
+    c: Contradiction,
+    old: Pattern,
+    new: Pattern,
+    old_examples: Sequence[Episode],
+    new_examples: Sequence[Episode],
+    *,
+    tz: tzinfo = UTC,
+) -> AlertMessage:
+    """The alert for one contradiction: both beliefs, their evidence, the id and how to resolve it.
+
+    An update (the team changed a practice) asks for one confirming command; a disagreement asks
+    a person to choose. ``tz`` is the team's zone for the dates shown (the worker passes
+    ``schedule.timezone``).
+    """
+    ob, nb = _belief(old, old_examples), _belief(new, new_examples)
+    how = resolve_instructions(c.id)
+    choices = "\n".join(f"--keep {k}: {v}" for k, v in how.options.items())
+    if c.kind is ContradictionKind.UPDATE:
+        people = sorted({e.author for e in new_examples}) or ["the people who wrote the new messages"]
+        confirm = resolve_command(c.id, keep="new")
+        title = f"Change in {c.team} to confirm: {one_line(new.statement, 80)}"
+        intro = (
+            f"The team seems to have changed a practice on {_day(new.first_seen, tz)}: from "
+            f"\u201c{one_line(old.statement, 200)}\u201d to \u201c{one_line(new.statement, 200)}\u201d. "
+            f"Confirm with {', '.join(people)}. Until a person decides, the bot uses the new belief marked "
+            "\u201cchanged, awaiting confirmation\u201d and the old one is contested; nothing is superseded. "
+            f"(Update {c.id}, opened {_minute(c.opened_at, tz)}.)"
+        )
+        resolve = Section(
+            heading="How to confirm",
+            body=f"If the change is real, confirm it with one command:\n{confirm}\nOtherwise:\n{choices}",
+            code=(confirm, how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
+            essential=True,
+        )
+    else:
+        title = f"Contradiction in {c.team}: people disagree"
+        intro = (
+            f"Contradiction {c.id} in team {c.team}, opened {_minute(c.opened_at, tz)}. People disagree: "
+            "two beliefs are held at the same time. Both are kept and marked contested; nothing changes "
+            "until a person decides."
+        )
+        resolve = Section(
+            heading="How to resolve",
+            body=f"Decide which belief holds:\n{choices}\nThen run one of:",
+            code=(how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
+            essential=True,
+        )
+    if c.reason.strip():
+        why = "Why it looks like a change" if c.kind is ContradictionKind.UPDATE else "Why they conflict"
+        intro += f"\n{why}: {one_line(c.reason, 300)}"
+    return AlertMessage(
+        kind="contradiction",
+        id=c.id,
+        team=c.team,
+        contradiction_kind=c.kind.value,
+        title=title,
+        sections=(
+            Section(body=intro, essential=True),
+            _belief_section("OLD", ob, tz),
+            _belief_section("NEW", nb, tz),
+            resolve,
+        ),
+        reason=c.reason or None,
+        opened_at=c.opened_at,
+        old=ob,
+        new=nb,
+        resolve=how,
+    )
+
+
+def format_summary(
+    text: str, *, key: str = "summary", team: str | None = None, title: str = "Nightly memory summary"
+) -> AlertMessage:
+    """An optional nightly summary (``alerts.nightly_summary``): free text, trimmed per channel."""
+    return AlertMessage(kind="summary", id=key, team=team, title=title, sections=(Section(body=text.strip()),))

@@ -1,0 +1,223 @@
+"""The durable outbox: one alert per item and channel in the graph store, never deleted.
+
+Queueing is a sync over the graph, not a side effect of opening a contradiction:
+``sync_contradictions`` finds every OPEN contradiction and queues one alert per enabled channel,
+keyed ``{contradiction_id}:{channel}``, so a crash between the two loses nothing (the next sync
+finds it) and the same alert is never queued twice. The message is built once, here, and stored
+with the alert (``payload_json``): every retry, on any replica, after any restart, sends the same
+content with the same idempotency key. A claim pushes ``next_attempt_at`` out by a lease, so two
+replicas never post the same alert at the same time. The storage itself is the graph store's
+(``stores/ports.py``, OutboxStore).
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, tzinfo
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from taskzilla_sleep.alerts.message import EXAMPLES_PER_BELIEF, AlertMessage, format_contradiction, format_summary
+from taskzilla_sleep.alerts.senders import ERROR_MAX
+from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern
+from taskzilla_sleep.settings import AlertChannel
+from taskzilla_sleep.stores.ports import AlertKind, AlertRecord, AlertStatus, GraphStore
+
+log = structlog.get_logger(__name__)
+
+
+class Alert(BaseModel):
+    """One queued message for one channel, as the outbox holds it, with its message read back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str  # the idempotency key: "{contradiction_id}:{channel}" / "{summary_key}:{channel}"
+    channel: str
+    channel_kind: str
+    kind: AlertKind
+    team: str | None = None
+    contradiction_id: str | None = None
+    message: AlertMessage
+    status: AlertStatus
+    attempts: int = 0
+    next_attempt_at: datetime
+    last_error: str | None = None
+    created_at: datetime
+    last_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+
+    @classmethod
+    def of(cls, r: AlertRecord) -> Alert:
+        fields = r.model_dump(exclude={"payload_json"})
+        return cls(**fields, message=AlertMessage.model_validate_json(r.payload_json))
+
+
+ExamplesFor = Callable[[Pattern], Sequence[Episode]]
+
+
+class Outbox:
+    """The alerts in the graph store: queued idempotently, claimed, marked. Never deleted.
+
+    The graph is not owned: whoever built it closes it. Safe to share between the threads of
+    ``deliver_due`` (one graph call at a time from them).
+    """
+
+    def __init__(self, graph: GraphStore) -> None:
+        self._graph = graph
+        self._mutex = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def _store(self) -> Iterator[GraphStore]:
+        with self._mutex:
+            if self._closed:
+                raise StoreError("alert outbox is closed")
+            yield self._graph
+
+    def close(self) -> None:
+        self._closed = True
+
+    def evidence_examples(self, pattern: Pattern) -> builtins.list[Episode]:
+        """Two recent supporting episodes that still have their text, from different authors if possible."""
+        with self._store() as g:
+            found = g.get_episodes(pattern.evidence_ids)
+        eps = [e for e in found if e.text.strip() and e.status not in (EpisodeStatus.RETIRED, EpisodeStatus.PRUNED)]
+        eps.sort(key=lambda e: (e.ts, e.id), reverse=True)
+        picked: builtins.list[Episode] = []
+        for e in eps:
+            if len(picked) < EXAMPLES_PER_BELIEF and all(p.author != e.author for p in picked):
+                picked.append(e)
+        picked += [e for e in eps if e not in picked][: EXAMPLES_PER_BELIEF - len(picked)]
+        return sorted(picked, key=lambda e: (e.ts, e.id))
+
+    def sync_contradictions(
+        self,
+        channels: Mapping[str, AlertChannel],
+        now: datetime,
+        examples_for: ExamplesFor | None = None,
+        *,
+        tz: tzinfo = UTC,
+    ) -> int:
+        """Queue an alert per enabled channel for every OPEN contradiction that lacks one.
+
+        Idempotent (the key is unique): running it twice, or on two replicas, queues nothing twice.
+        Returns how many alerts were queued.
+        """
+        enabled = sorted(n for n, ch in channels.items() if ch.enabled)
+        if not enabled:
+            return 0
+        with self._store() as g:
+            alerted = g.alerted_open_contradictions()
+        todo = [(c, [n for n in enabled if n not in have]) for c, have in alerted]
+        todo = [(c, missing) for c, missing in todo if missing]
+        if not todo:
+            return 0
+        with self._store() as g:
+            patterns = {p.id: p for p in g.patterns_by_id(sorted({i for c, _ in todo for i in c.pattern_ids}))}
+        examples = examples_for or self.evidence_examples
+        records: builtins.list[AlertRecord] = []
+        for c, missing in todo:
+            old, new = patterns.get(c.old_pattern_id), patterns.get(c.new_pattern_id)
+            if old is None or new is None:
+                log.warning("alert_not_queued", reason="belief_missing", contradiction_id=c.id)
+                continue
+            payload = format_contradiction(c, old, new, examples(old), examples(new), tz=tz).model_dump_json()
+            records += [
+                _new_alert(c.id, name, channels[name].kind, "contradiction", c.team, payload, now, c.id)
+                for name in missing
+            ]
+        with self._store() as g:
+            g.queue_alerts(records)
+        if records:
+            log.info("alerts_queued", kind="contradiction", alerts=len(records), contradictions=len(todo))
+        return len(records)
+
+    def enqueue_summary(self, key: str, text: str, channels: Mapping[str, AlertChannel], now: datetime) -> int:
+        """Queue a summary (key e.g. ``summary_2026-11-28``) once per enabled channel; idempotent."""
+        payload = format_summary(text, key=key).model_dump_json()
+        records = [
+            _new_alert(key, n, ch.kind, "summary", None, payload, now)
+            for n, ch in sorted(channels.items())
+            if ch.enabled
+        ]
+        if records:
+            with self._store() as g:
+                g.queue_alerts(records)
+            log.info("alerts_queued", kind="summary", alerts=len(records))
+        return len(records)
+
+    def due(self, now: datetime, limit: int = 100) -> builtins.list[Alert]:
+        """Pending alerts whose next attempt is due (read only; ``claim`` is what delivery uses)."""
+        pending = [a for a in self.list("pending") if a.next_attempt_at <= now]
+        return sorted(pending, key=lambda a: (a.next_attempt_at, a.key))[:limit]
+
+    def claim(self, channel: str, now: datetime, lease: timedelta) -> Alert | None:
+        """Take the next due alert of ``channel`` for one attempt: it is not due again for ``lease``."""
+        with self._store() as g:
+            record = g.claim_alert(channel, now, now + lease)
+        return Alert.of(record) if record is not None else None
+
+    def mark_delivered(self, key: str, now: datetime) -> bool:
+        """False if it was already delivered (another replica, or a repeat after a crash)."""
+        with self._store() as g:
+            return g.mark_alert_delivered(key, now)
+
+    def mark_failed_attempt(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
+        """Count a failed attempt; ``give_up`` makes it ``failed`` (kept and listed). Only pending alerts change."""
+        with self._store() as g:
+            return g.mark_alert_failed(key, now, " ".join(error.split())[:ERROR_MAX], next_at, give_up)
+
+    def defer_channel(self, channel: str, until: datetime) -> int:
+        """Push every pending alert of ``channel`` due before ``until`` to ``until`` (no attempt counted)."""
+        with self._store() as g:
+            return g.defer_alerts(channel, until)
+
+    def requeue_failed(self, now: datetime, keys: Sequence[str] | None = None) -> int:
+        """Make failed alerts (all, or those ``keys``) pending again with a fresh attempt budget."""
+        with self._store() as g:
+            n = g.requeue_failed_alerts(now, keys)
+        if n:
+            log.info("alerts_requeued", alerts=n)
+        return n
+
+    def pending_count(self) -> int:
+        with self._store() as g:
+            return g.count_alerts("pending")
+
+    def list(self, status: AlertStatus | None = None) -> builtins.list[Alert]:
+        """Every alert (or those with ``status``), oldest first: failed ones stay here for people to see."""
+        with self._store() as g:
+            return [Alert.of(r) for r in g.alerts(status)]
+
+
+def alert_key(item_id: str, channel: str) -> str:
+    """The idempotency key: one alert per item and channel, ever."""
+    return f"{item_id}:{channel}"
+
+
+def _new_alert(
+    item_id: str,
+    channel: str,
+    channel_kind: str,
+    kind: AlertKind,
+    team: str | None,
+    payload: str,
+    now: datetime,
+    contradiction_id: str | None = None,
+) -> AlertRecord:
+    return AlertRecord(
+        key=alert_key(item_id, channel),
+        channel=channel,
+        channel_kind=channel_kind,
+        kind=kind,
+        team=team,
+        contradiction_id=contradiction_id,
+        payload_json=payload,
+        next_attempt_at=now,
+        created_at=now,
+    )

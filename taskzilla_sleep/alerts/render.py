@@ -1,0 +1,186 @@
+"""An AlertMessage as each channel wants it: plain text, Telegram HTML, Slack blocks, webhook JSON.
+
+Pure functions of the message (no network, no store), so a payload can be checked byte for byte in
+unit tests. Each channel has its own limit and its own escaping; when a message is too long, the
+longest non-essential bodies are shortened on their raw text and rendered again, so a cut never
+lands inside an escape sequence or a tag.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from taskzilla_sleep.alerts.message import AlertMessage, Section
+from taskzilla_sleep.text import ELLIPSIS, one_line
+
+Row = dict[str, Any]  # a JSON body
+
+TELEGRAM_MAX_CHARS = 4096  # Bot API sendMessage limit (measured here in UTF-16 units, like Telegram)
+SLACK_HEADER_MAX = 150
+SLACK_SECTION_MAX = 3000
+SLACK_MAX_BLOCKS = 50
+
+
+def _section_plain(s: Section) -> str:
+    parts = [p for p in (s.heading, s.body) if p]
+    parts += [f"  {c}" for c in s.code]
+    return "\n".join(parts)
+
+
+def render_plain(msg: AlertMessage) -> str:
+    """The whole message as plain text: the title, then each section (commands indented)."""
+    return "\n\n".join([msg.title, *(_section_plain(s) for s in msg.sections)])
+
+
+def _cut(text: str, keep: int) -> str:
+    return text[: max(0, keep)].rstrip() + ELLIPSIS if keep < len(text) else text
+
+
+def _fit(
+    sections: Sequence[Section],
+    render: Callable[[Sequence[Section]], str],
+    limit: int,
+    measure: Callable[[str], int] = len,
+    force: bool = False,
+) -> tuple[list[Section], str, bool]:
+    """Shorten the longest trimmable bodies until ``render(sections)`` fits ``limit``.
+
+    Bodies are cut on the raw text (never inside an escape sequence or a tag) and re-rendered;
+    every cut removes at least the overflow, so this converges in a few rounds.
+    """
+    out = list(sections)
+    for _ in range(4 * len(out) + 4):
+        rendered = render(out)
+        over = measure(rendered) - limit
+        if over <= 0:
+            return out, rendered, True
+        candidates = [i for i, s in enumerate(out) if (force or not s.essential) and s.body not in ("", ELLIPSIS)]
+        if not candidates:
+            break
+        i = max(candidates, key=lambda k: len(out[k].body))
+        out[i] = out[i].model_copy(update={"body": _cut(out[i].body, len(out[i].body) - over - 1)})
+    rendered = render(out)
+    return out, rendered, measure(rendered) <= limit
+
+
+# -- Telegram ------------------------------------------------------------------------------------
+
+
+def utf16_len(text: str) -> int:
+    """Length as Telegram counts it (UTF-16 code units: an emoji counts 2)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _clip_utf16(text: str, limit: int) -> str:
+    if utf16_len(text) <= limit:
+        return text
+    out, n = [], 0
+    for ch in text:
+        w = 2 if ord(ch) > 0xFFFF else 1
+        if n + w > limit - 1:
+            break
+        out.append(ch)
+        n += w
+    return "".join(out) + ELLIPSIS
+
+
+def _tg_escape(text: str) -> str:
+    # Telegram's HTML mode needs only &, < and > escaped (it knows &amp; &lt; &gt; &quot;).
+    return html.escape(text, quote=False)
+
+
+def _telegram_html(title: str, sections: Sequence[Section]) -> str:
+    out = [f"<b>{_tg_escape(title)}</b>"]
+    for s in sections:
+        lines = [f"<b>{_tg_escape(s.heading)}</b>"] if s.heading else []
+        if s.body:
+            lines.append(_tg_escape(s.body))
+        lines += [f"<code>{_tg_escape(c)}</code>" for c in s.code]
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def telegram_payload(msg: AlertMessage, chat_id: str) -> Row:
+    """Bot API ``sendMessage`` body: HTML parse mode, escaped, within 4096 characters."""
+    _, text, ok = _fit(msg.sections, lambda ss: _telegram_html(msg.title, ss), TELEGRAM_MAX_CHARS, utf16_len)
+    body: Row = {"chat_id": chat_id, "link_preview_options": {"is_disabled": True}}
+    if ok:
+        return body | {"text": text, "parse_mode": "HTML"}
+    # Only essential parts left and still too long: plain text can be clipped anywhere safely.
+    return body | {"text": _clip_utf16(render_plain(msg), TELEGRAM_MAX_CHARS)}
+
+
+# -- Slack ---------------------------------------------------------------------------------------
+
+
+def _slack_escape(text: str) -> str:
+    # Slack's three control characters; escaping them also defuses <!channel> and <@U123>
+    # mentions smuggled into chat text that a belief or example quotes.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_mrkdwn(sections: Sequence[Section]) -> str:
+    (s,) = sections
+    parts = [f"*{_slack_escape(s.heading)}*"] if s.heading else []
+    if s.body:
+        parts.append(_slack_escape(s.body))
+    if s.code:
+        parts.append("```" + "\n".join(_slack_escape(c) for c in s.code) + "```")
+    return "\n".join(parts)
+
+
+def _slack_pieces(s: Section) -> Iterator[Section]:
+    """A body longer than one section block goes on in further blocks (only the first has the heading)."""
+    if len(s.body) <= SLACK_SECTION_MAX - 200:
+        yield s
+        return
+    rest, first = s.body, True
+    while rest:
+        cut = rest.rfind("\n", 0, SLACK_SECTION_MAX - 200)
+        cut = cut if cut > 0 else SLACK_SECTION_MAX - 200
+        head, rest = rest[:cut], rest[cut:].lstrip("\n")
+        yield s.model_copy(
+            update={"heading": s.heading if first else None, "body": head, "code": () if rest else s.code}
+        )
+        first = False
+
+
+def slack_payload(msg: AlertMessage) -> Row:
+    """Incoming-webhook body: ``text`` (the notification fallback) and ``blocks`` of mrkdwn sections."""
+    blocks: list[Row] = [
+        {
+            "type": "header",
+            "text": {"type": "plain_text", "text": one_line(msg.title, SLACK_HEADER_MAX), "emoji": False},
+        }
+    ]
+    for s in msg.sections:
+        for piece in _slack_pieces(s):
+            _, text, _ok = _fit([piece], _slack_mrkdwn, SLACK_SECTION_MAX, force=True)
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_SECTION_MAX]}})
+    if len(blocks) > SLACK_MAX_BLOCKS:
+        blocks = blocks[: SLACK_MAX_BLOCKS - 1] + [
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": "(truncated)"}]}
+        ]
+    fallback = f"{msg.title} ({msg.id})" if msg.kind == "contradiction" else msg.title
+    return {"text": _slack_escape(one_line(fallback, SLACK_SECTION_MAX)), "blocks": blocks}
+
+
+# -- generic webhook -----------------------------------------------------------------------------
+
+
+def webhook_payload(msg: AlertMessage, idempotency_key: str) -> Row:
+    """Generic JSON webhook body: the structured alert plus its plain text."""
+    body: Row = {
+        "type": msg.kind,
+        "id": msg.id,
+        "team": msg.team,
+        "title": msg.title,
+        "text": render_plain(msg),
+        "idempotency_key": idempotency_key,
+    }
+    if msg.kind == "contradiction":
+        data = msg.model_dump(mode="json")  # one serialisation for every time: ISO 8601, "Z" for UTC
+        body |= {k: data[k] for k in ("reason", "opened_at", "old", "new", "resolve")}
+    return body
