@@ -305,8 +305,8 @@ DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled
 def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep import facts
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.night_report import render_night
     from taskzilla_sleep.pipeline import run_night
+    from taskzilla_sleep.report.night import render_night
     from taskzilla_sleep.status import collect_status
 
     # The demo always runs on the embedded defaults, offline: no server, no network, no model hub.
@@ -387,8 +387,8 @@ def _now(args: argparse.Namespace) -> datetime:
 
 def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.night_report import render_night, render_plan
     from taskzilla_sleep.pipeline import parse_steps, run_night
+    from taskzilla_sleep.report.night import render_night, render_plan
 
     steps = parse_steps(args.steps)
     with build(settings, secrets) as s, _sigterm_interrupts():
@@ -595,8 +595,15 @@ def cmd_worker(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 
 
 def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    """The last --runs nights with their health verdicts; exit 1 when any verdict is "bad".
+
+    The HTML page is always written (the text view names it) so an operator can open the charts in
+    a browser without a server; the JSON is the report's model plus the page's path.
+    """
     from taskzilla_sleep.app import build, writable_dir
-    from taskzilla_sleep.report import report_command
+    from taskzilla_sleep.report.html import write_html
+    from taskzilla_sleep.report.model import build_report
+    from taskzilla_sleep.report.text import render_text
 
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
@@ -605,6 +612,17 @@ def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
         raise UsageError(f"--html {html} is a directory: give the path of the HTML file to write")
     writable_dir(html.parent, "the HTML report's directory", "choose another path with --html FILE")
     with build(settings, secrets) as s:
-        text, code = report_command(s.graph, args.runs, args.json, html, tz=settings.schedule.timezone)
+        report = build_report(
+            s.graph,
+            args.runs,
+            index_cap=settings.memory_index.max_entries,
+            grace_days=settings.decay.grace_hours / 24,
+            tz=settings.schedule.timezone,
+        )
+        written = write_html(report, html)
+    if args.json:
+        text = json.dumps(report.model_dump(mode="json") | {"html": str(written)}, indent=2)
+    else:
+        text = render_text(report) + f"\n\ncharts: {written}"
     print(text)
-    return code
+    return report.exit_code

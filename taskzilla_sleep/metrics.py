@@ -23,14 +23,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from taskzilla_sleep.models import Run
-from taskzilla_sleep.report import (
-    VERDICT_RANK,
-    Night,
+from taskzilla_sleep.report.model import Night, night_of
+from taskzilla_sleep.report.signals import (
+    HEALTH_RANK,
     contradictions_signal,
     failed_steps_signal,
     memory_index_signal,
     merges_signal,
-    night_of,
     percentile,
     store_growth_signal,
 )
@@ -80,17 +79,13 @@ class LedgerSource(Protocol):
     def counts(self) -> GraphCounts: ...
 
 
-def sizes_from_counts(c: GraphCounts) -> dict[str, int]:
-    """Store sizes from one ``counts()`` call: the graph side of ``pipeline.store_sizes`` (same keys)."""
-    return c.sizes()
-
-
 class SleepCollector:
     """Reads the ledger and the store sizes on each scrape and yields gauges.
 
     ``runs(n)``: the ledger, newest first (``graph.runs``). ``sizes()``: current store sizes by kind.
     ``outbox_pending()`` / ``memory_index_size()``: optional; None (or returning None) leaves the
-    gauge out rather than reporting a made-up 0.
+    gauge out rather than reporting a made-up 0. ``index_cap`` and ``grace_days``: the worker's
+    ``memory_index.max_entries`` and ``decay.grace_hours`` / 24, which the health rules judge against.
     """
 
     def __init__(
@@ -101,12 +96,16 @@ class SleepCollector:
         outbox_pending: Callable[[], int | None] | None = None,
         memory_index_size: Callable[[], int | None] | None = None,
         window: int = 5,
+        index_cap: int,
+        grace_days: float,
     ) -> None:
         self._runs = runs
         self._sizes = sizes
         self._outbox = outbox_pending
         self._index = memory_index_size
         self._window = window
+        self._index_cap = index_cap
+        self._grace_days = grace_days
         # A day of watchdog distills can push the last night out of the window: remember it so the
         # "last night" gauges and the last-success time do not vanish until the next night.
         self._lock = threading.Lock()
@@ -126,7 +125,7 @@ class SleepCollector:
         if nights is not None:
             nights.sort(key=lambda x: (x.started_at, x.run_id))
             self._remember(nights)
-            _add_window(fam, nights, sizes, entries)
+            _add_window(fam, nights, sizes, entries, self._index_cap, self._grace_days)
         if sizes is not None:
             for kind, v in sorted(sizes.items()):
                 fam["store_size"].add_metric([kind], v)
@@ -172,7 +171,12 @@ class SleepCollector:
 
 
 def _add_window(
-    fam: dict[str, GaugeMetricFamily], nights: list[Night], sizes: Mapping[str, int] | None, entries: int | None
+    fam: dict[str, GaugeMetricFamily],
+    nights: list[Night],
+    sizes: Mapping[str, int] | None,
+    entries: int | None,
+    index_cap: int,
+    grace_days: float,
 ) -> None:
     """Figures over the runs read on this scrape: pattern lag quantiles and the health verdicts."""
     lags = [lag for x in nights for lag in x.lags_s]
@@ -181,10 +185,10 @@ def _add_window(
         if v is not None:
             fam["pattern_lag_seconds"].add_metric([label], v)
     signals = [
-        store_growth_signal(nights),
+        store_growth_signal(nights, grace_days),
         merges_signal(nights),
         failed_steps_signal([x for x in nights if x.status != "incomplete"]),
-        memory_index_signal([entries] if entries is not None else None),
+        memory_index_signal([entries] if entries is not None else None, index_cap),
     ]
     open_now = sizes.get("contradictions_open") if sizes is not None else None
     if open_now is not None:
@@ -192,7 +196,7 @@ def _add_window(
         as_of = nights[-1].now if nights else datetime.now(UTC)
         signals.append(contradictions_signal(nights, open_now, None, as_of))
     for s in signals:
-        fam["health"].add_metric([s.name], VERDICT_RANK[s.verdict])
+        fam["health"].add_metric([s.name], HEALTH_RANK[s.verdict])
 
 
 def _add_last_night(fam: dict[str, GaugeMetricFamily], x: Night) -> None:
@@ -224,16 +228,24 @@ def build_registry(
     outbox_pending: Callable[[], int | None] | None = None,
     memory_index_size: Callable[[], int | None] | None = None,
     window: int = 5,
+    index_cap: int,
+    grace_days: float,
 ) -> CollectorRegistry:
-    """A fresh registry with one SleepCollector over ``graph`` (one runs(window) + one counts() a scrape)."""
+    """A fresh registry with one SleepCollector over ``graph`` (one runs(window) + one counts() a scrape).
+
+    ``index_cap`` and ``grace_days``: ``memory_index.max_entries`` and ``decay.grace_hours`` / 24 of
+    the worker's settings (see SleepCollector).
+    """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         SleepCollector(
             graph.runs,
-            lambda: sizes_from_counts(graph.counts()),
+            lambda: graph.counts().sizes(),
             outbox_pending=outbox_pending,
             memory_index_size=memory_index_size,
             window=window,
+            index_cap=index_cap,
+            grace_days=grace_days,
         )
     )
     return registry
@@ -244,4 +256,4 @@ def render(registry: CollectorRegistry) -> tuple[bytes, str]:
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
-__all__ = ["FAMILIES", "LedgerSource", "SleepCollector", "build_registry", "render", "sizes_from_counts"]
+__all__ = ["FAMILIES", "LedgerSource", "SleepCollector", "build_registry", "render"]

@@ -202,7 +202,7 @@ class Worker:
         if not result.ok:
             return
         if self._outbox is not None and self.settings.alerts.nightly_summary and result.run.slot:
-            from taskzilla_sleep.night_report import render_night
+            from taskzilla_sleep.report.night import render_night
 
             text = render_night(result, self.s.graph)
             self._outbox.enqueue_summary(
@@ -352,6 +352,8 @@ class Worker:
                 self.s.graph,
                 outbox_pending=outbox.pending_count if self._outbox is not None else None,
                 memory_index_size=self._memory_index_size,
+                index_cap=self.settings.memory_index.max_entries,
+                grace_days=self.settings.decay.grace_hours / 24,
             )
         return self._metrics_registry
 

@@ -8,14 +8,13 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import service_unavailable
-from tests.e2e.test_cli import ROOT, cli
+from tests.e2e.test_cli import cli
 
 NIGHTS = [
     "2026-11-29T03:05:00+01:00",
@@ -23,18 +22,6 @@ NIGHTS = [
     "2026-12-01T03:05:00+01:00",
     "2026-12-02T03:05:00+01:00",
 ]
-
-# Until `taskzilla-sleep report` is wired in the CLI, call report_command as the CLI will.
-REPORT = (
-    "import sys; from pathlib import Path; from taskzilla_sleep.settings import load_settings;"
-    "from taskzilla_sleep.app import build; from taskzilla_sleep.logs import configure_logging;"
-    "from taskzilla_sleep.report import report_command; configure_logging('warning');"
-    "s = build(load_settings(env={'TASKZILLA_DATA_DIR': sys.argv[1]}));\n"
-    "try: text, code = report_command(s.graph, int(sys.argv[2]), sys.argv[3] == 'json', Path(sys.argv[4]),"
-    " tz='Europe/Amsterdam')\n"
-    "finally: s.close()\n"
-    "sys.stdout.write(text + '\\n'); sys.exit(code)"
-)
 
 ROW = re.compile(r"^  20\d\d-\d\d-\d\d 0[23]:05  (demo|manual) ", re.M)  # 03:05 Amsterdam = 02:05 UTC
 
@@ -52,13 +39,18 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def report(data: Path, as_json: bool, html: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", REPORT, str(data), "10", "json" if as_json else "text", str(html)],
-        capture_output=True,
-        text=True,
+    """`taskzilla-sleep report --runs 10` with the HTML page at ``html``, times in Amsterdam."""
+    flags = ["--json"] if as_json else []
+    return cli(
+        "report",
+        "--runs",
+        "10",
+        "--html",
+        str(html),
+        *flags,
+        data_dir=data,
+        env={"TASKZILLA__SCHEDULE__TIMEZONE": "Europe/Amsterdam"},
         timeout=120,
-        cwd=ROOT,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     )
 
 

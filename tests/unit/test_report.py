@@ -1,21 +1,26 @@
-"""The ops report and the Prometheus metrics: pure rules on hand-built runs, then a real embedded ledger."""
+"""The ops report and the Prometheus metrics: pure rules and views on hand-built runs, no store.
+
+The same report and metrics over a real ledger (an embedded FalkorDB) are in
+tests/contract/test_report_ledger.py.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
-from taskzilla_sleep.stores.graph import GraphCounts
 
 from taskzilla_sleep.facts import fact_id
-from taskzilla_sleep.metrics import FAMILIES, SleepCollector, build_registry, render, sizes_from_counts
+from taskzilla_sleep.metrics import FAMILIES, SleepCollector, render
 from taskzilla_sleep.models import (
     Contradiction,
     Pattern,
@@ -26,26 +31,27 @@ from taskzilla_sleep.models import (
     StepName,
     StepResult,
 )
-from taskzilla_sleep.report import (
-    Night,
-    Report,
-    axis_ticks,
+from taskzilla_sleep.report.html import write_html
+from taskzilla_sleep.report.model import Night, Report, build_report, night_of
+from taskzilla_sleep.report.signals import (
     contradictions_signal,
     failed_steps_signal,
     memory_index_signal,
     merges_signal,
-    night_of,
     percentile,
     pinned_facts_signal,
-    report_command,
-    sparkline,
     store_growth_signal,
-    write_html,
 )
-from tests.conftest import service_unavailable
+from taskzilla_sleep.report.svg import axis_ticks
+from taskzilla_sleep.report.text import render_text, sparkline
+from taskzilla_sleep.settings import DecaySettings, MemoryIndexSettings
+from taskzilla_sleep.stores.ports import GraphCounts
 
 T0 = datetime(2026, 11, 28, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam
 STEPS: tuple[StepName, ...] = ("prune", "distill", "reflect", "decay")
+# The thresholds the rules take from Settings, at their defaults (memory_index.max_entries, decay.grace_hours).
+CAP = MemoryIndexSettings().max_entries
+GRACE_DAYS = DecaySettings().grace_hours / 24
 
 
 def make_run(
@@ -192,22 +198,22 @@ def test_night_flattens_counts_durations_and_llm_usage() -> None:
 def test_store_growth_linear_in_patterns_is_ok_and_growth_with_messages_is_bad() -> None:
     # Two weeks, 100 messages a day; decay keeps the live store flat-ish while patterns grow.
     healthy = [make_run(d, total=100 * (d + 1), live=120 + d, patterns=10 + d) for d in range(15)]
-    s = store_growth_signal(nights_of(healthy))
+    s = store_growth_signal(nights_of(healthy), GRACE_DAYS)
     assert s.verdict == "ok", s.reason
     assert "live episodes" in s.reason and "messages +1400" in s.reason
 
     hoarding = [make_run(d, total=100 * (d + 1), live=100 * (d + 1), patterns=10) for d in range(15)]
-    s = store_growth_signal(nights_of(hoarding))
+    s = store_growth_signal(nights_of(hoarding), GRACE_DAYS)
     assert s.verdict == "bad" and "grows with messages" in s.reason
 
     week = [make_run(d, total=100 * (d + 1), live=100 * (d + 1)) for d in range(5)]
-    assert store_growth_signal(nights_of(week)).verdict == "watch"
+    assert store_growth_signal(nights_of(week), GRACE_DAYS).verdict == "watch"
     short = [make_run(d, total=100 * (d + 1), live=100 * (d + 1)) for d in range(2)]
-    assert store_growth_signal(nights_of(short)).verdict == "unknown"  # still inside the decay grace
+    assert store_growth_signal(nights_of(short), GRACE_DAYS).verdict == "unknown"  # still inside the decay grace
     exploding = [make_run(d, total=10 * 2**d, live=10 * 2**d) for d in range(6)]
-    s = store_growth_signal(nights_of(exploding))
+    s = store_growth_signal(nights_of(exploding), GRACE_DAYS)
     assert s.verdict == "bad" and "accelerating" in s.reason
-    assert store_growth_signal(nights_of(healthy[:1])).verdict == "unknown"
+    assert store_growth_signal(nights_of(healthy[:1]), GRACE_DAYS).verdict == "unknown"
 
 
 def test_merges_trending_down_is_ok_and_rising_is_not() -> None:
@@ -223,12 +229,12 @@ def test_merges_trending_down_is_ok_and_rising_is_not() -> None:
 
 
 def test_memory_index_size_signal() -> None:
-    assert memory_index_signal(None).verdict == "unknown"
-    assert memory_index_signal([48, 49, 50, 50]).verdict == "ok"
-    assert memory_index_signal([40, 50]).verdict == "watch"
-    assert memory_index_signal([50, 20]).verdict == "bad"
-    assert memory_index_signal([12, 0]).verdict == "bad"
-    over = memory_index_signal([50, 51])
+    assert memory_index_signal(None, CAP).verdict == "unknown"
+    assert memory_index_signal([48, 49, 50, 50], CAP).verdict == "ok"
+    assert memory_index_signal([40, 50], CAP).verdict == "watch"
+    assert memory_index_signal([50, 20], CAP).verdict == "bad"
+    assert memory_index_signal([12, 0], CAP).verdict == "bad"
+    over = memory_index_signal([50, 51], CAP)
     assert over.verdict == "bad" and "cap of 50" in over.reason
 
 
@@ -265,9 +271,9 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
     from taskzilla_sleep.errors import UsageError
 
     with pytest.raises(UsageError, match="at least 1"):
-        report_command(EmptyLedger(), 0, False, tmp_path / "r.html")
+        build_report(EmptyLedger(), 0, index_cap=CAP, grace_days=GRACE_DAYS)
     with pytest.raises(UsageError, match="time zone"):
-        report_command(EmptyLedger(), 5, False, tmp_path / "r.html", tz="Mars/Olympus")
+        build_report(EmptyLedger(), 5, index_cap=CAP, grace_days=GRACE_DAYS, tz="Mars/Olympus")
 
 
 def test_open_contradictions_must_not_pile_up() -> None:
@@ -304,7 +310,6 @@ class EmptyLedger:
 
 def sample_report(tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | None = None) -> Report:
     """A report over ``runs`` through the real builder, with a graph stand-in that holds only them."""
-    from taskzilla_sleep.report import build_report
 
     class Ledger:
         def runs(self, n: int) -> list[Run]:
@@ -319,7 +324,9 @@ def sample_report(tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | No
         def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
             return []
 
-    return build_report(Ledger(), 30, index, tz="Europe/Amsterdam", now=T0 + timedelta(days=30))
+    return build_report(
+        Ledger(), 30, index, index_cap=CAP, grace_days=GRACE_DAYS, tz="Europe/Amsterdam", now=T0 + timedelta(days=30)
+    )
 
 
 def busy_fortnight() -> list[Run]:
@@ -343,7 +350,7 @@ def busy_fortnight() -> list[Run]:
 
 def test_text_view_has_verdicts_sparklines_and_the_per_night_table(tmp_path: Path) -> None:
     report = sample_report(tmp_path, busy_fortnight(), index=[44, 46, 47, 47, 48, 50])
-    text = report.render_text()
+    text = render_text(report)
     assert text.startswith("taskzilla-sleep report: 14 runs (2026-11-28 … 2026-12-11), times in Europe/Amsterdam")
     for title in ("store growth", "merges per run", "memory index size", "pinned facts", "failed steps"):
         assert re.search(rf"\[(ok|watch|bad|unknown) *\] {title}", text), title
@@ -391,60 +398,12 @@ def test_html_for_an_empty_ledger_still_renders(tmp_path: Path) -> None:
     report = sample_report(tmp_path, [])
     root = well_formed(write_html(report, tmp_path / "r.html").read_text(encoding="utf-8"))
     assert root.findall(".//*[@class='chart']") == []
-    assert "no runs in the ledger" in report.render_text()
+    assert "no runs in the ledger" in render_text(report)
     assert report.exit_code == 0 and {s.name for s in report.signals if s.verdict == "unknown"} >= {
         "store_growth",
         "merges",
         "failed_steps",
     }
-
-
-# -- a real embedded ledger ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def falkor(tmp_path: Path) -> Iterator[object]:
-    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
-
-    try:
-        g = FalkorDBGraphStore.start(tmp_path / "f")
-    except Exception as exc:  # the embedded server ships in a wheel; if it cannot start, say why
-        service_unavailable(f"embedded FalkorDB could not start: {exc}")
-    try:
-        g.ensure_schema()
-        yield g
-    finally:
-        g.close()
-
-
-def test_report_over_a_real_ledger_skips_dry_runs_and_exits_1_on_bad(falkor: object, tmp_path: Path) -> None:
-    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
-
-    assert isinstance(falkor, FalkorDBGraphStore)
-    g = falkor
-    for r in [make_run(d, merges=3 - d, total=100 + 10 * d, lags=[30.0 * (d + 1)]) for d in range(4)]:
-        g.save_run(r)
-    g.save_run(make_run(5, dry_run=True))  # the pipeline never saves these; the report must ignore them anyway
-    g.write_pattern(fact(), [], [])
-
-    text, code = report_command(g, 10, False, tmp_path / "report.html")
-    assert code == 0, text
-    assert "taskzilla-sleep report: 4 runs (2026-11-28 … 2026-12-01), times in UTC" in text
-    assert "pinned facts touched = 0" in text and "all 1 pinned facts intact" in text
-    assert f"charts: {tmp_path / 'report.html'}" in text
-    well_formed((tmp_path / "report.html").read_text(encoding="utf-8"))
-
-    data_text, code = report_command(g, 2, True, tmp_path / "r2.html")
-    data = json.loads(data_text)
-    assert code == 0 and [n["run_id"] for n in data["nights"]] == ["run_02_schedule", "run_03_schedule"]
-    assert data["nights"][1]["lags_s"] == [120.0] and data["lag_p50_s"] == 105.0
-
-    # A pinned fact whose confidence moved is "bad": the report says so and exits 1.
-    g.set_patterns([{"id": fact().id, "set": {"confidence": 0.8}}])
-    text, code = report_command(g, 10, False, tmp_path / "report.html")
-    assert code == 1 and re.search(
-        r"\[bad +\] pinned facts touched = 0 +1 of 1 touched: fact_\w+: confidence 0.80", text
-    )
 
 
 # -- metrics -------------------------------------------------------------------------------------------
@@ -471,7 +430,9 @@ def collector_registry(runs: list[Run], **kw: object) -> object:
     reg.register(
         SleepCollector(
             lambda n: sorted(runs, key=lambda r: r.started_at, reverse=True)[:n],
-            lambda: sizes_from_counts(counts),
+            lambda: counts.sizes(),
+            index_cap=CAP,
+            grace_days=GRACE_DAYS,
             **kw,  # type: ignore[arg-type]
         )
     )
@@ -526,7 +487,11 @@ def test_a_failing_source_is_reported_not_raised_and_last_night_sticks() -> None
     from prometheus_client import CollectorRegistry
 
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(SleepCollector(ledger, lambda: {"episodes_total": 5}, outbox_pending=broken_outbox))
+    reg.register(
+        SleepCollector(
+            ledger, lambda: {"episodes_total": 5}, outbox_pending=broken_outbox, index_cap=CAP, grace_days=GRACE_DAYS
+        )
+    )
     assert calls == []  # registering reads nothing
     with structlog.testing.capture_logs() as logs:  # captured, not printed: and it must say which source failed
         first, second = scrape(reg), scrape(reg)
@@ -539,16 +504,17 @@ def test_a_failing_source_is_reported_not_raised_and_last_night_sticks() -> None
     assert "taskzilla_sleep_open_contradictions" not in second  # the size callable did not give it
 
 
-def test_build_registry_over_a_real_ledger(falkor: object) -> None:
-    from taskzilla_sleep.stores.falkordb import FalkorDBGraphStore
-
-    assert isinstance(falkor, FalkorDBGraphStore)
-    falkor.save_run(make_run(0, merges=2))
-    m = scrape(build_registry(falkor, outbox_pending=lambda: None))
-    assert m["taskzilla_sleep_last_night_step_count"][(("kind", "merges"), ("step", "reflect"))] == 2.0
-    assert m["taskzilla_sleep_store_size"][(("kind", "episodes_total"),)] == 0.0
-    assert "taskzilla_sleep_outbox_pending" not in m  # None means "not known", not 0
-    assert m["taskzilla_sleep_source_up"][(("source", "ledger"),)] == 1.0
+def test_importing_metrics_loads_no_report_view() -> None:
+    """A scrape needs the report's figures and rules only: importing metrics must not load the text, SVG
+    or HTML views (nor the one-night report, which pulls in the pipeline)."""
+    code = "import sys, taskzilla_sleep.metrics; print(' '.join(sorted(sys.modules)))"
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    loaded = set(res.stdout.split())
+    assert {"taskzilla_sleep.report.model", "taskzilla_sleep.report.signals"} <= loaded
+    views = {f"taskzilla_sleep.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
+    assert not loaded & views, sorted(loaded & views)
 
 
 def test_grafana_dashboard_and_prometheus_config_match_the_metric_names() -> None:

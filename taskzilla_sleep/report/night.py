@@ -1,8 +1,13 @@
-"""The night's report in plain text (run-once, demo) and the dry-run diff."""
+"""One night in plain text (run-once, demo, the nightly chat summary) and a dry run's plan.
+
+Unlike the ops report over many nights, this tells what one night changed: the patterns it
+distilled, the episodes they absorbed, the contradictions it flagged and how to resolve them.
+"""
 
 from __future__ import annotations
 
-from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, PatternStatus
+from taskzilla_sleep.contradictions import resolve_command
+from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern
 from taskzilla_sleep.pipeline import NightResult
 from taskzilla_sleep.stores.ports import GraphStore
 from taskzilla_sleep.text import one_line
@@ -93,10 +98,6 @@ def _contradiction_lines(c: Contradiction, old: Pattern, new: Pattern) -> list[s
         f"{one_line(new.statement, 90)}",
     ]
     if c.kind is ContradictionKind.UPDATE:
-        lines.append(f"    confirm: taskzilla-sleep contradictions resolve {c.id} --keep new --by NAME")
-    lines.append(f"    resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME")
+        lines.append(f"    confirm: {resolve_command(c.id, keep='new')}")
+    lines.append(f"    resolve: {resolve_command(c.id)}")
     return lines
-
-
-def status_word(p: Pattern) -> str:
-    return "contested" if p.status is PatternStatus.CONTESTED else p.status.value

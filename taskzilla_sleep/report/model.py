@@ -1,0 +1,298 @@
+"""The report's data: the run ledger flattened into nights, and a report over a window of them.
+
+Everything here reads the ledger the pipeline writes (``graph.runs(n)``) plus a few current facts
+(pinned facts, open contradictions); nothing is written to the stores and nothing is rendered, so
+the metrics scrape can build nights without loading the text or HTML views.
+
+``Signal`` (one health rule's verdict) is defined with the rules in ``signals`` and used here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, Field
+
+from taskzilla_sleep.errors import UsageError
+from taskzilla_sleep.models import (
+    Contradiction,
+    Pattern,
+    Run,
+    RunTrigger,
+    StepName,
+    StepResult,
+    StepStatusName,
+)
+from taskzilla_sleep.report.signals import (
+    HEALTH_RANK,
+    Health,
+    Signal,
+    contradictions_signal,
+    failed_steps_signal,
+    memory_index_signal,
+    merges_signal,
+    percentile,
+    pinned_facts_signal,
+    store_growth_signal,
+)
+
+NightStatus = Literal["ok", "failed", "incomplete"]
+
+# Which step count feeds which per-night column (step, key in StepResult.counts). The text view's
+# per-night table follows this order.
+COUNT_KEYS: dict[str, tuple[StepName, str]] = {
+    "patterns_added": ("distill", "patterns_added"),
+    "evidence_bumps": ("distill", "evidence_bumps"),
+    "merges": ("reflect", "merges"),
+    "contradictions_opened": ("reflect", "contradictions"),
+    "absorbed": ("distill", "absorbed"),
+    "retired": ("decay", "retired"),
+    "pruned": ("prune", "pruned"),
+}
+
+
+class LedgerReader(Protocol):
+    """What the report reads; CypherGraphStore (Neo4j and FalkorDB) has all of it."""
+
+    def runs(self, n: int) -> list[Run]: ...
+
+    def teams(self) -> list[str]: ...
+
+    def patterns(self, team: str) -> list[Pattern]: ...
+
+    def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]: ...
+
+
+class StepFigures(BaseModel):
+    step: StepName
+    status: StepStatusName
+    duration_s: float | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    error: str | None = None
+
+
+class Night(BaseModel):
+    """One run of the ledger, flattened into what ops compare night to night."""
+
+    run_id: str
+    trigger: RunTrigger
+    now: datetime
+    slot: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: NightStatus
+    steps: list[StepFigures] = Field(default_factory=list)
+    patterns_added: int = 0
+    evidence_bumps: int = 0
+    merges: int = 0
+    contradictions_opened: int = 0
+    absorbed: int = 0
+    retired: int = 0
+    pruned: int = 0
+    duration_s: float | None = None
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None  # None: at least one call's cost is unknown (unmapped model)
+    sizes_before: dict[str, int] = Field(default_factory=dict)
+    sizes_after: dict[str, int] = Field(default_factory=dict)
+    lags_s: list[float] = Field(default_factory=list)  # availability lag of each pattern this run created
+    lag_p50_s: float | None = None
+    lag_p95_s: float | None = None
+
+    def step(self, name: StepName) -> StepFigures | None:
+        return next((s for s in self.steps if s.step == name), None)
+
+    def ran(self, name: StepName) -> bool:
+        s = self.step(name)
+        return s is not None and s.status == "ok"
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def size(self, key: str) -> int | None:
+        """A store size after the run; live episode vectors fall back to the graph's live episodes."""
+        if key == "vectors_episodes" and key not in self.sizes_after:
+            key = "episodes_live"
+        return self.sizes_after.get(key)
+
+
+class Report(BaseModel):
+    """What `taskzilla-sleep report` shows; its JSON (``model_dump``) is the ``--json`` output."""
+
+    generated_at: datetime
+    runs_requested: int
+    timezone: str = "UTC"
+    nights: list[Night] = Field(default_factory=list)  # oldest first
+    signals: list[Signal] = Field(default_factory=list)
+    memory_index_sizes: list[int] | None = None
+    open_contradictions: int = 0
+    open_updates: int = 0  # ... of which changes to confirm (the rest: people disagree)
+    pinned_facts: int = 0
+    lag_p50_s: float | None = None  # over every pattern created in the window
+    lag_p95_s: float | None = None
+
+    @property
+    def worst(self) -> Health:
+        return max((s.verdict for s in self.signals), key=HEALTH_RANK.__getitem__, default="unknown")
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(s.verdict == "bad" for s in self.signals) else 0
+
+    def series(self) -> list[tuple[str, list[float | None], str]]:
+        """The key series (label, values oldest first, unit) shared by the text and HTML views."""
+        n = self.nights
+        out: list[tuple[str, list[float | None], str]] = [
+            ("live episode vectors", [_f(x.size("vectors_episodes")) for x in n], ""),
+            ("live patterns", [_f(x.size("patterns_live")) for x in n], ""),
+            ("messages stored", [_f(x.size("episodes_total")) for x in n], ""),
+            ("patterns added", [float(x.patterns_added) for x in n], ""),
+            ("merges", [float(x.merges) if x.ran("reflect") else None for x in n], ""),
+            ("open contradictions", [_f(x.size("contradictions_open")) for x in n], ""),
+            ("duration", [x.duration_s for x in n], "s"),
+            ("LLM tokens", [float(x.tokens) for x in n], ""),
+            ("pattern lag p95", [x.lag_p95_s for x in n], "s"),
+        ]
+        if self.memory_index_sizes:
+            out.append(("memory index entries", _align([float(v) for v in self.memory_index_sizes], len(n)), ""))
+        return out
+
+
+def build_report(
+    graph: LedgerReader,
+    n: int,
+    memory_index_sizes: Sequence[int] | None = None,
+    *,
+    index_cap: int,
+    grace_days: float,
+    tz: str = "UTC",
+    now: datetime | None = None,
+) -> Report:
+    """The last ``n`` runs of the ledger (dry runs skipped), oldest first, with the health verdicts.
+
+    ``memory_index_sizes``: entries in the memory index per night, oldest first, when the caller
+    keeps them; without them (and without sizes in the ledger) the index signal is "unknown".
+    ``index_cap`` and ``grace_days``: ``memory_index.max_entries`` and ``decay.grace_hours`` / 24 of
+    the caller's settings. ``tz``: IANA zone the times are shown in.
+    """
+    if n < 1:
+        raise UsageError(f"--runs must be at least 1, got {n}")
+    try:
+        ZoneInfo(tz)  # fail early on a bad zone name, not halfway through rendering
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise UsageError(f"unknown IANA time zone {tz!r}") from exc
+    runs = sorted(last_real_runs(graph, n), key=lambda r: (r.started_at, r.id))
+    nights = [night_of(r) for r in runs]
+    patterns = [p for t in graph.teams() for p in graph.patterns(t)]
+    pinned = [p for p in patterns if p.pinned]
+    open_cons = graph.contradictions(status="open")
+    as_of = nights[-1].now if nights else (now or datetime.now(UTC))
+    recorded = [r.memory_index_entries for r in runs]
+    if memory_index_sizes is not None:
+        sizes: list[int] | None = list(memory_index_sizes)
+    elif recorded and all(x is not None for x in recorded):
+        sizes = [int(x) for x in recorded if x is not None]  # the ledger records it per night
+    else:
+        sizes = None
+    lags = [lag for x in nights for lag in x.lags_s]
+    return Report(
+        generated_at=now or datetime.now(UTC),
+        runs_requested=n,
+        timezone=tz,
+        nights=nights,
+        signals=[
+            store_growth_signal(nights, grace_days),
+            merges_signal(nights),
+            memory_index_signal(sizes, index_cap),
+            pinned_facts_signal(pinned),
+            failed_steps_signal(nights),
+            contradictions_signal(nights, len(open_cons), min((c.opened_at for c in open_cons), default=None), as_of),
+        ],
+        memory_index_sizes=sizes,
+        open_contradictions=len(open_cons),
+        open_updates=sum(c.kind.value == "update" for c in open_cons),
+        pinned_facts=len(pinned),
+        lag_p50_s=percentile(lags, 50),
+        lag_p95_s=percentile(lags, 95),
+    )
+
+
+def last_real_runs(graph: LedgerReader, n: int) -> list[Run]:
+    """The newest ``n`` runs that are not dry runs (the pipeline does not record dry runs; this is a guard)."""
+    fetch = n
+    for _ in range(3):  # each dry run found widens the next read by one; three reads is plenty
+        got = graph.runs(fetch)
+        real = [r for r in got if not r.dry_run]
+        if len(real) >= n or len(got) < fetch:
+            break
+        fetch += len(got) - len(real)
+    return real[:n]
+
+
+def night_of(run: Run) -> Night:
+    steps = [_step_figures(s) for s in run.steps]
+    by = {s.step: s for s in steps}
+    counts = {col: by[step].counts.get(key, 0) if step in by else 0 for col, (step, key) in COUNT_KEYS.items()}
+    failed = any(s.status == "failed" for s in steps)
+    finished = run.finished_at is not None and all(s.status in ("ok", "skipped", "failed") for s in steps)
+    status: NightStatus = "failed" if failed else "ok" if finished else "incomplete"
+    costs = [s.cost_usd for s in steps]
+    return Night(
+        run_id=run.id,
+        trigger=run.trigger,
+        now=run.now,
+        slot=run.slot,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        status=status,
+        steps=steps,
+        duration_s=_seconds(run.started_at, run.finished_at),
+        llm_calls=sum(s.llm_calls for s in steps),
+        prompt_tokens=sum(s.prompt_tokens for s in steps),
+        completion_tokens=sum(s.completion_tokens for s in steps),
+        # One unknown step cost makes the night's cost unknown: a partial sum would under-report.
+        cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
+        sizes_before=dict(run.sizes_before),
+        sizes_after=dict(run.sizes_after),
+        lags_s=list(run.pattern_lags_s),
+        lag_p50_s=percentile(run.pattern_lags_s, 50),
+        lag_p95_s=percentile(run.pattern_lags_s, 95),
+        **counts,
+    )
+
+
+def _step_figures(s: StepResult) -> StepFigures:
+    return StepFigures(
+        step=s.step,
+        status=s.status,
+        duration_s=_seconds(s.started_at, s.finished_at),
+        counts=dict(s.counts),
+        llm_calls=s.llm_calls,
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        cost_usd=s.cost_usd,
+        error=s.error,
+    )
+
+
+def _seconds(a: datetime | None, b: datetime | None) -> float | None:
+    return None if a is None or b is None else round((b - a).total_seconds(), 3)
+
+
+def _f(v: int | None) -> float | None:
+    return None if v is None else float(v)
+
+
+def _align(values: list[float], n: int) -> list[float | None]:
+    """A caller's series aligned to the newest n nights (padded with gaps on the old side)."""
+    vals: list[float | None] = list(values[-n:]) if n else []
+    return [None] * (n - len(vals)) + vals
