@@ -60,6 +60,7 @@ from taskzilla_sleep.llm.prompts import (
     reflect_max_tokens,
     reflect_messages,
 )
+from taskzilla_sleep.logs import adopt_vendor_handlers
 
 log = structlog.get_logger(__name__)
 
@@ -370,4 +371,6 @@ def _import_litellm() -> Any:
 
     # Otherwise litellm prints "Give Feedback / Get Help" banners to stdout on every error.
     litellm.suppress_debug_info = True
+    # Its records then go out through our masked log lines only, not also through its own handler.
+    adopt_vendor_handlers()
     return litellm
