@@ -45,21 +45,15 @@ from taskzilla_sleep.llm.base import (
     Unanswered,
     Verdict,
 )
-from taskzilla_sleep.llm.prompts import (
-    DISTILL,
+from taskzilla_sleep.llm.prompts.distill import DISTILL, distill_items, distill_max_tokens, distill_messages
+from taskzilla_sleep.llm.prompts.reflect import (
     MAX_CANDIDATES,
     REFLECT,
-    ChatMessage,
-    InvalidAnswer,
-    Items,
-    Prompt,
-    distill_items,
-    distill_max_tokens,
-    distill_messages,
     reflect_items,
     reflect_max_tokens,
     reflect_messages,
 )
+from taskzilla_sleep.llm.prompts.shared import ChatMessage, InvalidAnswer, Items, Prompt
 from taskzilla_sleep.logs import adopt_vendor_handlers
 
 log = structlog.get_logger(__name__)
