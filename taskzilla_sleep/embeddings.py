@@ -24,6 +24,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
 
 from taskzilla_sleep.errors import LLMError, StoreError
+from taskzilla_sleep.logs import adopt_vendor_handlers
 from taskzilla_sleep.stores.ports import Embedder
 
 log = structlog.get_logger(__name__)
@@ -255,6 +256,8 @@ def _litellm_embedding() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    # Its records then go out through our masked log lines only, not also through its own handler.
+    adopt_vendor_handlers()
     return litellm.embedding
 
 

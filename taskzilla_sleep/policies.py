@@ -107,10 +107,10 @@ def content_words(text: str) -> list[str]:
 
 def is_learnable(ep: Episode, people: Collection[str] = ()) -> bool:
     """Raw, human/bot/import provenance (never the bot's own drafts), more than chatter, and a
-    statement of a belief (the gate in beliefs.py: no question, reply to one person, anecdote,
+    statement of a belief (the gate in beliefs.gate: no question, reply to one person, anecdote,
     status update, one-off logistics or injection). ``people``: the team's authors, casefolded."""
     if ep.provenance is Provenance.AI_DRAFT:
-        return False  # model-collapse guard (seed 002): never learn from our own drafts
+        return False  # model-collapse guard: never learn from our own drafts
     if ep.status is not EpisodeStatus.RAW or ep.pinned:
         return False
     # Short rules count ("Never deploy on Fridays"); chatter ("good morning all", "+1") does not.

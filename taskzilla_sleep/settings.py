@@ -1,4 +1,4 @@
-"""One typed Settings object: YAML (config/default.yaml < --config FILE) < env < command-line flags.
+"""One typed Settings object: YAML (the packaged data/default.yaml < --config FILE) < env < command-line flags.
 
 Env overrides use ``TASKZILLA__SECTION__KEY`` (e.g. ``TASKZILLA__GRAPH__BACKEND=neo4j``).
 Secrets are read from the environment only (see :class:`Secrets`) and are never part of the
@@ -427,7 +427,7 @@ def _allowed(err: Any) -> str:
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
-        return "unknown key (see config/taskzilla.yaml for every knob)"
+        return "unknown key (every knob is in the packaged taskzilla_sleep/data/default.yaml, see config/README.md)"
     if kind == "literal_error" and "expected" in ctx:
         return f"must be one of {ctx['expected']}"
     msg: str = str(err.get("msg", "")).removeprefix("Value error, ")

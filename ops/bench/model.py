@@ -1,6 +1,6 @@
 """The model behind the bench's OpenAI-compatible stub: deterministic, cheap, no oracle.
 
-It plays a sober LLM that follows the two prompts (``taskzilla_sleep/llm/prompts.py``) without
+It plays a sober LLM that follows the two prompts (``taskzilla_sleep/llm/prompts/``) without
 knowing the gold labels:
 
 - DISTILL: the messages that *state a rule* (a normative, imperative or change cue — always,

@@ -45,21 +45,16 @@ from taskzilla_sleep.llm.base import (
     Unanswered,
     Verdict,
 )
-from taskzilla_sleep.llm.prompts import (
-    DISTILL,
+from taskzilla_sleep.llm.prompts.distill import DISTILL, distill_items, distill_max_tokens, distill_messages
+from taskzilla_sleep.llm.prompts.reflect import (
     MAX_CANDIDATES,
     REFLECT,
-    ChatMessage,
-    InvalidAnswer,
-    Items,
-    Prompt,
-    distill_items,
-    distill_max_tokens,
-    distill_messages,
     reflect_items,
     reflect_max_tokens,
     reflect_messages,
 )
+from taskzilla_sleep.llm.prompts.shared import ChatMessage, InvalidAnswer, Items, Prompt
+from taskzilla_sleep.logs import adopt_vendor_handlers
 
 log = structlog.get_logger(__name__)
 
@@ -370,4 +365,6 @@ def _import_litellm() -> Any:
 
     # Otherwise litellm prints "Give Feedback / Get Help" banners to stdout on every error.
     litellm.suppress_debug_info = True
+    # Its records then go out through our masked log lines only, not also through its own handler.
+    adopt_vendor_handlers()
     return litellm

@@ -8,8 +8,9 @@ The hard rule is *no orphan redis-server, ever*:
 * If the owning process dies without running Python code (``kill -9``, a segfault, the OOM
   killer), the kernel sends the child SIGTERM: the child sets ``prctl(PR_SET_PDEATHSIG)`` before it
   execs redis-server. PDEATHSIG fires when the *thread* that forked the child exits, not the
-  process, so every child is forked by one dedicated daemon thread (``_Spawner``) that lives as
-  long as the process; ``start()`` may therefore be called from any thread, short-lived or not.
+  process, so every child is forked by one dedicated daemon thread (``_Spawner`` in
+  ``falkordb_process``) that lives as long as the process; ``start()`` may therefore be called
+  from any thread, short-lived or not.
 * Only one process owns the server of a data dir: an exclusive ``flock`` on ``falkordb.lock``.
   Everyone else who calls ``start()`` on the same dir becomes a client of the running server. A
   new owner kills a stale redis-server left behind by a previous owner (after checking that the pid
@@ -23,21 +24,13 @@ owns the server hands the lock's open file to the child, which then keeps the lo
 from __future__ import annotations
 
 import atexit
-import contextlib
-import ctypes
-import fcntl
 import hashlib
 import os
-import queue
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
 from pathlib import Path
 from types import TracebackType
 
@@ -48,6 +41,18 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.stores.falkordb_process import (
+    POLL_S,
+    SPAWNER,
+    Popen,
+    die_with_parent,
+    is_alive,
+    read_int,
+    terminate_child,
+    terminate_pid,
+    try_lock,
+    write_atomic,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -58,11 +63,7 @@ LOG_NAME = "redis.log"
 
 # sun_path is 108 bytes including the terminating NUL; redis refuses longer paths at startup.
 _MAX_SOCKET_PATH_BYTES = 107
-_PR_SET_PDEATHSIG = 1
-_POLL_S = 0.02
 _LOG_TAIL_BYTES = 3000
-
-Popen = subprocess.Popen[bytes]
 
 
 class EmbeddedFalkorDB:
@@ -194,7 +195,7 @@ class EmbeddedFalkorDB:
         # Retry the lock while waiting: if the owner we would attach to is just shutting down,
         # its lock frees up and we take over instead of timing out.
         while True:
-            lock_fd = _try_lock(self._data_dir / LOCK_NAME)
+            lock_fd = try_lock(self._data_dir / LOCK_NAME)
             if lock_fd is not None:
                 self._lock_fd = lock_fd
                 self._owner = True
@@ -207,16 +208,16 @@ class EmbeddedFalkorDB:
                     "falkordb_attached",
                     pid=server_pid,
                     socket=str(self.socket_path),
-                    owner_pid=_read_int(self._data_dir / LOCK_NAME),
+                    owner_pid=read_int(self._data_dir / LOCK_NAME),
                 )
                 return
             if time.monotonic() > deadline:
                 raise StoreError(
                     f"FalkorDB in {self._data_dir} is owned by another process "
-                    f"(pid {_read_int(self._data_dir / LOCK_NAME)}) but its server does not answer "
+                    f"(pid {read_int(self._data_dir / LOCK_NAME)}) but its server does not answer "
                     f"within {self._start_timeout_s:.0f} s; redis log tail:\n{self._log_tail()}"
                 )
-            time.sleep(_POLL_S)
+            time.sleep(POLL_S)
 
     def _start_owned(self, deadline: float) -> None:
         assert self._lock_fd is not None
@@ -231,7 +232,7 @@ class EmbeddedFalkorDB:
         args = self._redis_args()
         parent_pid = os.getpid()
         with open(self.log_path, "ab") as log_file:
-            self._proc = _SPAWNER.spawn(
+            self._proc = SPAWNER.spawn(
                 lambda: subprocess.Popen(
                     args,
                     stdin=subprocess.DEVNULL,
@@ -244,13 +245,13 @@ class EmbeddedFalkorDB:
                     start_new_session=True,
                     # Needs Python in the forked child; safe enough here because _Spawner's
                     # thread forks while holding the GIL and the hook only calls two syscalls.
-                    preexec_fn=_die_with_parent(parent_pid),
+                    preexec_fn=die_with_parent(parent_pid),
                     cwd=self._data_dir,
                 ),
                 timeout_s=max(deadline - time.monotonic(), 1.0),
             )
         self._server_pid = self._proc.pid
-        _write_atomic(self._data_dir / PID_NAME, f"{self._proc.pid}\n")
+        write_atomic(self._data_dir / PID_NAME, f"{self._proc.pid}\n")
 
         while True:
             code = self._proc.poll()
@@ -266,7 +267,7 @@ class EmbeddedFalkorDB:
                     f"redis-server for {self._data_dir} did not answer PING within "
                     f"{self._start_timeout_s:.0f} s; redis log tail:\n{self._log_tail()}"
                 )
-            time.sleep(_POLL_S)
+            time.sleep(POLL_S)
         log.info(
             "falkordb_started",
             pid=self._proc.pid,
@@ -316,7 +317,7 @@ class EmbeddedFalkorDB:
     def _kill_stale_server(self) -> None:
         """We hold the lock, so any redis still on our socket belongs to a dead owner."""
         candidates: set[int] = set()
-        recorded = _read_int(self._data_dir / PID_NAME)
+        recorded = read_int(self._data_dir / PID_NAME)
         if recorded is not None:
             candidates.add(recorded)
         # The pid file may be missing (owner died before writing it); a live socket tells us too.
@@ -324,7 +325,7 @@ class EmbeddedFalkorDB:
         if answering is not None:
             candidates.add(answering)
         for pid in sorted(candidates):
-            if not _is_alive(pid):
+            if not is_alive(pid):
                 continue
             if not self._is_our_redis(pid):
                 if pid == answering:
@@ -335,7 +336,7 @@ class EmbeddedFalkorDB:
                     )
                 continue  # a recycled pid: not ours to kill
             log.warning("falkordb_stale_server", pid=pid, socket=str(self.socket_path))
-            _terminate_pid(pid, timeout_s=10.0)
+            terminate_pid(pid, timeout_s=10.0)
         self.socket_path.unlink(missing_ok=True)
         (self._data_dir / PID_NAME).unlink(missing_ok=True)
 
@@ -380,7 +381,7 @@ class EmbeddedFalkorDB:
             began = time.monotonic()
             # SIGTERM rather than a SHUTDOWN command: redis handles both the same way (fsync the
             # AOF, remove the socket), and a signal works even when the socket is wedged.
-            code = _terminate_child(proc, timeout_s)
+            code = terminate_child(proc, timeout_s)
             if code is None:
                 log.error("falkordb_unkillable", pid=proc.pid)
             else:
@@ -404,150 +405,7 @@ class EmbeddedFalkorDB:
         self._started = False
 
 
-# -- process helpers ------------------------------------------------------------------------
-
-
-def _load_prctl() -> Callable[[int, int, int, int, int], int] | None:
-    # Looked up in the parent: the child between fork and exec should run as little as possible.
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_PRCTL = _load_prctl()
-
-
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """The preexec_fn: ask the kernel to SIGTERM the child when its parent (thread) dies."""
-
-    def setup() -> None:
-        if _PRCTL is None or _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            raise OSError("prctl(PR_SET_PDEATHSIG) failed")
-        # The parent may have died between fork() and prctl(); then nobody would signal us.
-        if os.getppid() != parent_pid:
-            os._exit(1)
-
-    return setup
-
-
-class _Spawner:
-    """Runs every Popen on one daemon thread that never exits.
-
-    PR_SET_PDEATHSIG fires when the forking *thread* ends; a child forked by a short-lived thread
-    (a thread pool, ``asyncio.to_thread``) would be killed as soon as that thread finished. This
-    thread only ends with the process, which is exactly when we want the child to die.
-    """
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Popen], Future[Popen]]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def spawn(self, make: Callable[[], Popen], timeout_s: float) -> Popen:
-        with self._mutex:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="falkordb-spawner", daemon=True)
-                self._thread.start()
-        future: Future[Popen] = Future()
-        self._jobs.put((make, future))
-        try:
-            return future.result(timeout=timeout_s)
-        except FutureTimeoutError:
-            # Should the spawn still succeed later, kill that child instead of leaking it.
-            future.add_done_callback(_kill_late_child)
-            raise StoreError(f"spawning redis-server took longer than {timeout_s:.0f} s") from None
-        except OSError as exc:
-            raise StoreError(f"could not start redis-server: {exc}") from exc
-        except subprocess.SubprocessError as exc:
-            raise StoreError(f"could not prepare redis-server (prctl failed?): {exc}") from exc
-
-    def _run(self) -> None:
-        while True:
-            make, future = self._jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(make())
-            except BaseException as exc:  # handed to the caller, never lost in this thread
-                future.set_exception(exc)
-
-    def reset_after_fork(self) -> None:
-        # A forked child has no spawner thread (only the forking thread survives a fork).
-        self._mutex = threading.Lock()
-        self._jobs = queue.SimpleQueue()
-        self._thread = None
-
-
-def _kill_late_child(future: Future[Popen]) -> None:
-    if future.exception() is None:
-        _terminate_child(future.result(), timeout_s=5.0)
-
-
-_SPAWNER = _Spawner()
-os.register_at_fork(after_in_child=_SPAWNER.reset_after_fork)
-
-
-def _terminate_child(proc: Popen, timeout_s: float) -> int | None:
-    """SIGTERM, wait, SIGKILL, wait; the exit code, or None if it would not die."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            log.warning("falkordb_kill", pid=proc.pid, after_s=timeout_s)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-    try:
-        return proc.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def _terminate_pid(pid: int, timeout_s: float) -> None:
-    """Like _terminate_child for a process that is not our child (we cannot wait() for it)."""
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not _is_alive(pid):
-                return
-            time.sleep(_POLL_S)
-    raise StoreError(f"stale redis-server pid {pid} would not die")
-
-
-def _is_alive(pid: int) -> bool:
-    """True if pid runs; a zombie counts as dead (its parent, maybe init, has yet to reap it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # The state letter follows the command name, which is in parentheses and may contain spaces.
-    state = stat.rpartition(")")[2].split()[:1]
-    return state not in (["Z"], ["X"])
-
-
-def _try_lock(path: Path) -> int | None:
-    """An fd holding an exclusive flock on path, or None if another open file holds it."""
-    # O_CLOEXEC (Python's default, spelled out): the lock must not outlive us in a child.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+# -- probes of the server on its socket --------------------------------------------------------
 
 
 def _client(socket_path: Path, timeout_s: float) -> redis.Redis:
@@ -591,16 +449,3 @@ def _server_pid(socket_path: Path, timeout_s: float, ready: bool) -> int | None:
         return None
     finally:
         client.close()
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

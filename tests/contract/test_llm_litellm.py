@@ -34,7 +34,8 @@ from taskzilla_sleep.llm.base import (
     validate_draft,
 )
 from taskzilla_sleep.llm.client import LiteLLMProvider
-from taskzilla_sleep.llm.prompts import DISTILL, MAX_CANDIDATES, REFLECT
+from taskzilla_sleep.llm.prompts.distill import DISTILL
+from taskzilla_sleep.llm.prompts.reflect import MAX_CANDIDATES, REFLECT
 from taskzilla_sleep.models import Evidence
 from tests.llm_stub import LLMStub, Reply, ScriptItem
 

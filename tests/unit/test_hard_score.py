@@ -169,7 +169,8 @@ def test_injection_text_detector_on_the_whole_corpus() -> None:
 
 def test_the_lazy_model_reads_the_products_prompts() -> None:
     from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternView, ReflectRequest
-    from taskzilla_sleep.llm.prompts import distill_messages, reflect_messages
+    from taskzilla_sleep.llm.prompts.distill import distill_messages
+    from taskzilla_sleep.llm.prompts.reflect import reflect_messages
 
     at = datetime(2026, 11, 2, 9, tzinfo=UTC)
     eps = tuple(
