@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import os
 import re
@@ -305,7 +304,7 @@ DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled
 def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep import facts
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.pipeline import run_night
+    from taskzilla_sleep.pipeline import NightRequest, run_night
     from taskzilla_sleep.report.night import render_night
     from taskzilla_sleep.status import collect_status
 
@@ -336,15 +335,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
                 now=now,
                 entity="martin",
             )
-            result = run_night(
-                settings=embedded,
-                graph=s.graph,
-                vectors=s.vectors,
-                embedder=s.embedder,
-                llm=s.llm,
-                now=now,
-                trigger="demo",
-            )
+            result = run_night(s, NightRequest(now=now, trigger="demo"))
             night = render_night(result, s.graph)
             # The stores already open answer the status (re-opening the embedded server right after
             # closing it only adds a restart to the demo).
@@ -387,29 +378,17 @@ def _now(args: argparse.Namespace) -> datetime:
 
 def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.pipeline import parse_steps, run_night
+    from taskzilla_sleep.pipeline import NightRequest, parse_steps, run_night
     from taskzilla_sleep.report.night import render_night, render_plan
 
     steps = parse_steps(args.steps)
     with build(settings, secrets) as s, _sigterm_interrupts():
-        night = functools.partial(
-            run_night,
-            settings=settings,
-            graph=s.graph,
-            vectors=s.vectors,
-            embedder=s.embedder,
-            llm=s.llm,
-            now=_now(args),
-            steps=steps,
-            trigger="manual",
-            dry_run=args.dry_run,
-            teams=args.team,
-        )
+        request = NightRequest(now=_now(args), steps=steps, trigger="manual", dry_run=args.dry_run, teams=args.team)
         if args.dry_run:
-            result = night()  # writes nothing, so it needs no lease and overlaps anything
+            result = run_night(s, request)  # writes nothing, so it needs no lease and overlaps anything
         else:
             with _consolidation_lease(s.graph, settings, wait=not args.no_wait):
-                result = night()
+                result = run_night(s, request)
         text = render_plan(result) if args.dry_run else render_night(result, s.graph)
         data = result.run.model_dump(mode="json") | {
             "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},

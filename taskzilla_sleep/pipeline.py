@@ -1,8 +1,10 @@
-"""Runs a night: the steps in cycle order, per team, with the run ledger; dry runs print the plan.
+"""Runs a night: the steps in cycle order, per team, with the run ledger; dry runs keep the plans.
 
 A step that fails stops the night: the rest are marked skipped and the ledger is still recorded.
 Before a real (non-dry) night, reconcile repairs any drift a crashed run left between the stores,
-so a crash at any point followed by a rerun converges on the state of an uninterrupted run.
+so a crash at any point followed by a rerun converges on the state of an uninterrupted run. The
+runner knows no step by name: it reads, decides and writes each one through ``steps.ORDER``, and
+asks a plan what a dry run or the ledger needs of it.
 """
 
 from __future__ import annotations
@@ -12,29 +14,71 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.errors import StoreError, UsageError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.memory_index import rebuild_memory
-from taskzilla_sleep.models import Pattern, Run, RunTrigger, StepName, StepResult
+from taskzilla_sleep.models import STEP_NAMES, Pattern, Run, RunTrigger, StepName, StepResult
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
-from taskzilla_sleep.steps import ORDER, STEP_NAMES
-from taskzilla_sleep.steps.base import Abandoned, NoUsableAnswers, StepContext
+from taskzilla_sleep.steps import ORDER, Plan, Step, StepContext
+from taskzilla_sleep.steps.base import Abandoned, NoUsableAnswers
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
+P = TypeVar("P")
+
+
+class NightServices(Protocol):
+    """What a night runs on (``app.Services`` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def graph(self) -> GraphStore: ...
+
+    @property
+    def vectors(self) -> VectorStore: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def llm(self) -> LLMProvider: ...
+
+
+@dataclass(frozen=True)
+class NightRequest:
+    now: datetime  # the clock every decision is taken at (replays set it)
+    steps: Sequence[StepName] | None = None  # default all; always run in cycle order
+    trigger: RunTrigger = "manual"
+    dry_run: bool = False
+    teams: Sequence[str] | None = None  # default every team in the graph
+    slot: str | None = None  # the scheduled night this is (the ledger's key for exactly-once)
+    lookback: timedelta | None = None  # a watchdog distill: only this window
+
+
+@dataclass(frozen=True)
+class NightHooks:
+    """How the worker steers a night: each step decides at ``clock()`` when it starts,
+    ``before_step`` waits for its slot (False abandons the rest), ``should_stop`` asks to stop
+    between batches (shutdown)."""
+
+    clock: Callable[[], datetime] | None = None
+    before_step: Callable[[StepName], bool] | None = None
+    should_stop: Callable[[], bool] | None = None
 
 
 @dataclass
 class NightResult:
     run: Run
-    plans: dict[str, list[Any]] = field(default_factory=dict)  # step -> plans (one per team)
+    plans: dict[StepName, list[Plan]] = field(default_factory=dict)  # step -> plans (one per team)
     notes: dict[str, list[str]] = field(default_factory=dict)
     repaired_drift: int = 0
     resumed: list[str] = field(default_factory=list)  # "step:team" finished from a crashed run's journal
@@ -45,6 +89,10 @@ class NightResult:
         """Every step ran and succeeded (a night left at shutdown is not ok: the next start catches it up)."""
         return all(s.status == "ok" for s in self.run.steps)
 
+    def plans_of(self, kind: type[P]) -> list[P]:
+        """Every plan of one kind (e.g. ``DistillPlan``), in step and team order."""
+        return [p for plans in self.plans.values() for p in plans if isinstance(p, kind)]
+
 
 def parse_steps(raw: str | None) -> list[StepName]:
     """'decay,prune' -> ['prune', 'decay']: always cycle order, whatever order they were given in."""
@@ -53,8 +101,6 @@ def parse_steps(raw: str | None) -> list[StepName]:
     wanted = {s.strip() for s in raw.split(",") if s.strip()}
     unknown = sorted(wanted - set(STEP_NAMES))
     if unknown:
-        from taskzilla_sleep.errors import UsageError
-
         raise UsageError(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEP_NAMES)}")
     return [s for s in STEP_NAMES if s in wanted]
 
@@ -66,171 +112,168 @@ def run_id_for(now: datetime, trigger: str, steps: Sequence[str]) -> str:
     return f"run_{stamp}_{trigger}_" + hashlib.sha256(salt.encode()).hexdigest()[:8]
 
 
-def run_night(
-    *,
-    settings: Settings,
-    graph: GraphStore,
-    vectors: VectorStore,
-    embedder: Embedder,
-    llm: LLMProvider,
-    now: datetime,
-    steps: Sequence[StepName] | None = None,
-    trigger: RunTrigger = "manual",
-    dry_run: bool = False,
-    teams: Sequence[str] | None = None,
-    slot: str | None = None,
-    lookback: timedelta | None = None,
-    clock: Callable[[], datetime] | None = None,
-    before_step: Callable[[StepName], bool] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> NightResult:
-    """Run ``steps`` (default all) in cycle order.
+def run_night(services: NightServices, request: NightRequest, hooks: NightHooks | None = None) -> NightResult:
+    """Run the requested steps, in cycle order, for every team (or the ones asked for)."""
+    return _Night(services, request, hooks or NightHooks()).run()
 
-    The worker passes ``clock`` (each step decides at the time it starts), ``before_step`` (wait for
-    the step's slot; False abandons the rest), ``should_stop`` (shutdown: abandon between batches)
-    and ``slot`` (the night's key in the ledger). ``lookback`` makes a watchdog distill.
-    """
-    chosen = [s for s in STEP_NAMES if s in (steps or STEP_NAMES)]  # always cycle order
-    stop = should_stop or (lambda: False)
-    stamp = clock or (lambda: datetime.now(UTC))  # the ledger's times: the worker's clock, else the wall
-    run = Run(
-        id=run_id_for(now, trigger, chosen),
-        trigger=trigger,
-        started_at=stamp(),
-        now=now,
-        dry_run=dry_run,
-        steps=[StepResult(step=s) for s in chosen],
-        slot=slot,
-    )
-    result = NightResult(run=run)
-    bound = structlog.contextvars.bound_contextvars(run_id=run.id)
-    bound.__enter__()
-    try:
-        if not dry_run:
-            drift = reconcile(graph, vectors, repair=True, now=now)
-            result.repaired_drift = drift.repaired
-            result.quarantined = drift.quarantined
-            run.sizes_before = store_sizes(graph, vectors)
-            graph.save_run(run)
-        team_list = list(teams) if teams is not None else graph.teams()
-        if not dry_run:
-            # Before anything plans: finish what a crashed run left half-applied, from its journal.
-            for team in graph.teams():
-                for step in ORDER:
-                    if step.resume is not None:
-                        ctx = StepContext(team, now, settings, graph, vectors, embedder, llm, result.notes)
-                        if step.resume(ctx) is not None:
-                            result.resumed.append(f"{step.name}:{team}")
-        failed = False
-        pending: dict[str, dict[str, Pattern]] = {t: {} for t in team_list}
-        for res in run.steps:
-            if failed:
-                res.status = "skipped"
-                continue
-            if stop() or (before_step is not None and not before_step(res.step)):
-                res.status = "skipped"
-                failed = True  # shutdown while waiting for the slot: the rest of the night is left
-                log.info("step_left", step=res.step, reason="shutdown")
-                continue
-            step_now = clock() if clock is not None else now
-            step = next(s for s in ORDER if s.name == res.step)
-            res.status = "running"
-            res.started_at = stamp()
-            if not dry_run:
-                graph.save_run(run)  # ops can see which step is in flight
-            t0 = time.perf_counter()
-            calls_before = _usage(llm)
-            try:
-                for team in team_list:
-                    ctx = StepContext(
-                        team,
-                        step_now,
-                        settings,
-                        graph,
-                        vectors,
-                        embedder,
-                        llm,
-                        result.notes,
-                        pending[team],
-                        lookback=lookback,
-                        should_stop=stop,
-                    )
-                    plan = step.plan(ctx)
-                    if dry_run and res.step == "distill":
-                        pending[team].update({c.pattern.id: c.pattern for c in plan.changes})
-                    result.plans.setdefault(res.step, []).append(plan)
-                    counts = plan.counts() if dry_run else step.apply(ctx, plan)
-                    # Items the step could not read were skipped; set aside for good, the night goes on.
-                    found = settle(graph, vectors, step_now, dry_run=dry_run)
-                    if found:
-                        counts = {**counts, "quarantined": len(found)}
-                    crashpoint(f"pipeline.after_{res.step}")
-                    for k, v in counts.items():
-                        res.counts[k] = res.counts.get(k, 0) + int(v)
-                res.status = "ok"
-            except Abandoned as exc:
-                res.status = "abandoned"
-                res.error = str(exc)
-                failed = True
-                log.warning("step_abandoned", step=res.step, reason=str(exc))
-            except KeyboardInterrupt:
-                # Ctrl-C (or run-once's SIGTERM): the ledger says so, not "running" forever.
-                res.status = "abandoned"
-                res.error = "interrupted (Ctrl-C or SIGTERM)"
-                log.warning("step_abandoned", step=res.step, reason="interrupted")
-                raise
-            except Exception as exc:  # a failed step stops the night; the ledger still records it
-                if isinstance(exc, NoUsableAnswers):  # applied what it could: its counts say what
-                    for k, v in exc.counts.items():
-                        res.counts[k] = res.counts.get(k, 0) + int(v)
-                res.status = "failed"
-                res.error = f"{type(exc).__name__}: {exc}"[:500]
-                failed = True
-                log.error("step_failed", step=res.step, error=res.error)
-            finally:
-                res.finished_at = stamp()
-                _usage_delta(res, calls_before, _usage(llm))
-                if res.step in ("distill", "reflect"):  # the judging steps: which prompt judged
-                    res.prompt_ids = [llm.prompt_ids[res.step]]
-                log.info(
-                    "step_finished",
-                    step=res.step,
-                    status=res.status,
-                    duration_s=round(time.perf_counter() - t0, 3),
-                    dry_run=dry_run,
-                    **res.counts,
-                )
-                if not dry_run:
-                    graph.save_run(run)
-        run.finished_at = stamp()
-        run.pattern_lags_s = [
-            c.pattern.availability_lag_s
-            for p in result.plans.get("distill", [])
-            for c in p.changes
-            if c.action == "add" and c.pattern.availability_lag_s is not None
-        ]
-        if not dry_run:
-            if result.ok:
-                # What the bot loads into its prompts: rebuilt after every successful run.
-                run.memory_index_entries = rebuild_memory(graph, settings)
-            try:
-                run.sizes_after = store_sizes(graph, vectors)
-            except StoreError as exc:
-                if result.ok:
-                    raise
-                # A store that failed the step fails this too; the step's error is the news.
-                log.warning("sizes_after_unavailable", error=str(exc)[:300])
-            graph.save_run(run)
-        log.info(
-            "night_finished",
-            ok=result.ok,
-            steps=",".join(f"{s.step}:{s.status}" for s in run.steps),
-            dry_run=dry_run,
-            llm_calls=sum(s.llm_calls for s in run.steps),
+
+class _Night:
+    """One night's state while it runs: the ledger entry, the plans, the dry run's pending patterns."""
+
+    def __init__(self, services: NightServices, request: NightRequest, hooks: NightHooks) -> None:
+        self.services, self.request, self.hooks = services, request, hooks
+        self.graph, self.llm = services.graph, services.llm
+        self.stop = hooks.should_stop or (lambda: False)
+        self.stamp = hooks.clock or (lambda: datetime.now(UTC))  # the ledger's times: the worker's clock, else the wall
+        chosen = [s for s in STEP_NAMES if s in (request.steps or STEP_NAMES)]
+        run = Run(
+            id=run_id_for(request.now, request.trigger, chosen),
+            trigger=request.trigger,
+            started_at=self.stamp(),
+            now=request.now,
+            dry_run=request.dry_run,
+            steps=[StepResult(step=s) for s in chosen],
+            slot=request.slot,
         )
-        return result
-    finally:
-        bound.__exit__(None, None, None)
+        self.result = NightResult(run=run)
+        self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
+
+    def context(self, team: str, now: datetime) -> StepContext:
+        s = self.services
+        return StepContext(
+            team,
+            now,
+            s.settings,
+            self.graph,
+            s.vectors,
+            s.embedder,
+            self.llm,
+            self.pending.setdefault(team, {}),
+            lookback=self.request.lookback,
+            should_stop=self.stop,
+        )
+
+    def run(self) -> NightResult:
+        request, run = self.request, self.result.run
+        with structlog.contextvars.bound_contextvars(run_id=run.id):
+            if not request.dry_run:
+                self._prepare()
+            teams = list(request.teams) if request.teams is not None else self.graph.teams()
+            failed = False
+            for res in run.steps:
+                if failed:
+                    res.status = "skipped"
+                    continue
+                if self.stop() or (self.hooks.before_step is not None and not self.hooks.before_step(res.step)):
+                    res.status = "skipped"
+                    failed = True  # shutdown while waiting for the slot: the rest of the night is left
+                    log.info("step_left", step=res.step, reason="shutdown")
+                    continue
+                step = next(s for s in ORDER if s.name == res.step)
+                now = self.hooks.clock() if self.hooks.clock is not None else request.now
+                failed = not self._step(step, res, teams, now)
+            run.finished_at = self.stamp()
+            run.pattern_lags_s = [x for plans in self.result.plans.values() for p in plans for x in p.pattern_lags()]
+            if not request.dry_run:
+                self._close()
+            log.info(
+                "night_finished",
+                ok=self.result.ok,
+                steps=",".join(f"{s.step}:{s.status}" for s in run.steps),
+                dry_run=request.dry_run,
+                llm_calls=sum(s.llm_calls for s in run.steps),
+            )
+            return self.result
+
+    def _prepare(self) -> None:
+        """Before a real night: repair drift, record the run, finish what a crashed run left half-applied."""
+        drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now)
+        self.result.repaired_drift = drift.repaired
+        self.result.quarantined = drift.quarantined
+        self.result.run.sizes_before = store_sizes(self.graph, self.services.vectors)
+        self.graph.save_run(self.result.run)
+        # Before anything plans: finish what a crashed run left half-applied, from its journal.
+        for team in self.graph.teams():
+            for step in ORDER:
+                if step.resume is not None and step.resume(self.context(team, self.request.now)) is not None:
+                    self.result.resumed.append(f"{step.name}:{team}")
+
+    def _step(self, step: Step[Any, Any], res: StepResult, teams: Sequence[str], now: datetime) -> bool:
+        """One step for every team, recorded in ``res`` (and the ledger); False when it did not succeed."""
+        dry_run = self.request.dry_run
+        res.status = "running"
+        res.started_at = self.stamp()
+        if not dry_run:
+            self.graph.save_run(self.result.run)  # ops can see which step is in flight
+        t0 = time.perf_counter()
+        calls_before = _usage(self.llm)
+        try:
+            for team in teams:
+                ctx = self.context(team, now)
+                plan: Plan = step.plan(ctx)
+                if dry_run:
+                    ctx.pending_patterns.update({x.id: x for x in plan.written_patterns()})
+                self.result.plans.setdefault(step.name, []).append(plan)
+                counts = plan.counts() if dry_run else step.write(ctx, plan)
+                if not dry_run:
+                    for key, notes in plan.notes().items():
+                        self.result.notes.setdefault(key, []).extend(notes)
+                # Items the step could not read were skipped; set aside for good, the night goes on.
+                found = settle(self.graph, ctx.vectors, now, dry_run=dry_run)
+                if found:
+                    counts = {**counts, "quarantined": len(found)}
+                crashpoint(f"pipeline.after_{step.name}")
+                for k, v in counts.items():
+                    res.counts[k] = res.counts.get(k, 0) + int(v)
+            res.status = "ok"
+        except Abandoned as exc:
+            res.status = "abandoned"
+            res.error = str(exc)
+            log.warning("step_abandoned", step=step.name, reason=str(exc))
+        except KeyboardInterrupt:
+            # Ctrl-C (or run-once's SIGTERM): the ledger says so, not "running" forever.
+            res.status = "abandoned"
+            res.error = "interrupted (Ctrl-C or SIGTERM)"
+            log.warning("step_abandoned", step=step.name, reason="interrupted")
+            raise
+        except Exception as exc:  # a failed step stops the night; the ledger still records it
+            if isinstance(exc, NoUsableAnswers):  # applied what it could: its counts say what
+                for k, v in exc.counts.items():
+                    res.counts[k] = res.counts.get(k, 0) + int(v)
+            res.status = "failed"
+            res.error = f"{type(exc).__name__}: {exc}"[:500]
+            log.error("step_failed", step=step.name, error=res.error)
+        finally:
+            res.finished_at = self.stamp()
+            _usage_delta(res, calls_before, _usage(self.llm))
+            if step.prompt is not None:  # the judging steps: which prompt judged
+                res.prompt_ids = [self.llm.prompt_ids[step.prompt]]
+            log.info(
+                "step_finished",
+                step=step.name,
+                status=res.status,
+                duration_s=round(time.perf_counter() - t0, 3),
+                dry_run=dry_run,
+                **res.counts,
+            )
+            if not dry_run:
+                self.graph.save_run(self.result.run)
+        return res.status == "ok"
+
+    def _close(self) -> None:
+        """After a real night: the memory index rebuilt (when it succeeded), the sizes, the ledger."""
+        run, s = self.result.run, self.services
+        if self.result.ok:
+            # What the bot loads into its prompts: rebuilt after every successful run.
+            run.memory_index_entries = rebuild_memory(s.graph, s.settings)
+        try:
+            run.sizes_after = store_sizes(s.graph, s.vectors)
+        except StoreError as exc:
+            if self.result.ok:
+                raise
+            # A store that failed the step fails this too; the step's error is the news.
+            log.warning("sizes_after_unavailable", error=str(exc)[:300])
+        s.graph.save_run(run)
 
 
 def store_sizes(graph: GraphStore, vectors: VectorStore) -> dict[str, int]:
@@ -242,14 +285,15 @@ def store_sizes(graph: GraphStore, vectors: VectorStore) -> dict[str, int]:
     }
 
 
-def _usage(llm: LLMProvider) -> tuple[int, int, int, float | None]:
+Usage = tuple[int, int, int, float | None]
+
+
+def _usage(llm: LLMProvider) -> Usage:
     u = llm.usage
     return (u.calls, u.prompt_tokens, u.completion_tokens, u.cost_usd)
 
 
-def _usage_delta(
-    res: StepResult, before: tuple[int, int, int, float | None], after: tuple[int, int, int, float | None]
-) -> None:
+def _usage_delta(res: StepResult, before: Usage, after: Usage) -> None:
     res.llm_calls = after[0] - before[0]
     res.prompt_tokens = after[1] - before[1]
     res.completion_tokens = after[2] - before[2]

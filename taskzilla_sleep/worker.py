@@ -28,8 +28,8 @@ import structlog
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.lease import Lease, holder_id
-from taskzilla_sleep.models import StepName
-from taskzilla_sleep.pipeline import NightResult, run_night, store_sizes
+from taskzilla_sleep.models import RunTrigger, StepName
+from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.watchdog import watchdog_due
 
@@ -48,7 +48,7 @@ class Worker:
         api_port: int | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.s = services
+        self.services = services
         self.settings = services.settings
         self.clock = clock
         self.schedule = NightlySchedule(self.settings.schedule)
@@ -131,12 +131,11 @@ class Worker:
         now = self.clock.now()
         night = self.schedule.last_night(now)
         key = self.schedule.key(night)
-        if not self.s.graph.slot_done(key):
+        if not self.services.graph.slot_done(key):
             late = now - night
             catch_up = first and self.settings.worker.catch_up
             if catch_up or late <= self.schedule.misfire_grace:
-                trigger = "catch-up" if night < self._started_at else "schedule"
-                self._night(night, key, trigger)
+                self._night(night, key, "catch-up" if night < self._started_at else "schedule")
             elif key not in self._missed_logged:
                 self._missed_logged.add(key)
                 log.warning("night_missed", slot=key, late_s=round(late.total_seconds()))
@@ -166,24 +165,17 @@ class Worker:
             self.lease.release()
         return True
 
-    def _night(self, night: datetime, key: str, trigger: str) -> None:
+    def _night(self, night: datetime, key: str, trigger: RunTrigger) -> None:
         def work() -> None:
-            if self.s.graph.slot_done(key):  # another replica finished it while we waited
+            if self.services.graph.slot_done(key):  # another replica finished it while we waited
                 return
-            result = run_night(
-                settings=self.settings,
-                graph=self.s.graph,
-                vectors=self.s.vectors,
-                embedder=self.s.embedder,
-                llm=self.s.llm,
-                now=self.clock.now(),
-                trigger=trigger,  # type: ignore[arg-type]
-                slot=key,
+            request = NightRequest(now=self.clock.now(), trigger=trigger, slot=key)
+            hooks = NightHooks(
                 clock=self.clock.now,
                 before_step=lambda step: self._wait_for_slot(night, step),
                 should_stop=self._stop.is_set,
             )
-            self._after_night(result)
+            self._after_night(run_night(self.services, request, hooks))
 
         self._with_lease(f"night {key}", work)
 
@@ -204,37 +196,32 @@ class Worker:
         if self._outbox is not None and self.settings.alerts.nightly_summary and result.run.slot:
             from taskzilla_sleep.report.night import render_night
 
-            text = render_night(result, self.s.graph)
+            text = render_night(result, self.services.graph)
             self._outbox.enqueue_summary(
                 f"summary_{result.run.slot}", text, self.settings.alerts.channels, self.clock.now()
             )
 
     def _watchdog(self) -> None:
-        for team in self.s.graph.teams():
+        for team in self.services.graph.teams():
             now = self.clock.now()
-            due, n = watchdog_due(self.s.graph, team, now, self.settings.watchdog)
+            due, n = watchdog_due(self.services.graph, team, now, self.settings.watchdog)
             if not due:
                 continue
 
             def work(team: str = team, n: int = n) -> None:
-                due_again, _ = watchdog_due(self.s.graph, team, self.clock.now(), self.settings.watchdog)
+                due_again, _ = watchdog_due(self.services.graph, team, self.clock.now(), self.settings.watchdog)
                 if not due_again:
                     return
                 log.info("watchdog_triggered", team=team, new_episodes=n)
-                result = run_night(
-                    settings=self.settings,
-                    graph=self.s.graph,
-                    vectors=self.s.vectors,
-                    embedder=self.s.embedder,
-                    llm=self.s.llm,
+                request = NightRequest(
                     now=self.clock.now(),
                     steps=["distill"],
                     trigger="watchdog",
                     teams=[team],
                     lookback=timedelta(hours=self.settings.watchdog.lookback_hours),
-                    clock=self.clock.now,
-                    should_stop=self._stop.is_set,
                 )
+                hooks = NightHooks(clock=self.clock.now, should_stop=self._stop.is_set)
+                result = run_night(self.services, request, hooks)
                 log.info("watchdog_finished", team=team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
 
             self._with_lease(f"watchdog {team}", work)
@@ -259,7 +246,7 @@ class Worker:
         from taskzilla_sleep.alerts.senders import build_senders
 
         self._senders = build_senders(self.settings.alerts, self._env)
-        self._outbox = Outbox(self.s.graph)  # its indexes come with the graph's schema
+        self._outbox = Outbox(self.services.graph)  # its indexes come with the graph's schema
 
     # -- the API ----------------------------------------------------------------------------------
     def start_api(self) -> str | None:
@@ -276,8 +263,8 @@ class Worker:
 
         deps = ApiDeps(
             settings=self.settings,
-            graph=self.s.graph,
-            vectors=self.s.vectors,
+            graph=self.services.graph,
+            vectors=self.services.vectors,
             ingestor=self.ingestor,
             clock=self.clock.now,
             token=self._api_token,
@@ -312,15 +299,15 @@ class Worker:
     def status(self) -> dict[str, Any]:
         holder, expires = self.lease.holder()
         night = self.schedule.next_night(self.clock.now())
-        runs = self.s.graph.runs(5)
+        runs = self.services.graph.runs(5)
         return {
-            "sizes": store_sizes(self.s.graph, self.s.vectors),
-            "graph": self.s.graph.describe(),
-            "vectors": self.s.vectors.describe(),
+            "sizes": store_sizes(self.services.graph, self.services.vectors),
+            "graph": self.services.graph.describe(),
+            "vectors": self.services.vectors.describe(),
             "next_night": night.isoformat(),
             "clock": self.clock.now().isoformat(),
             "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
-            "open_contradictions": len(self.s.graph.contradictions(status="open")),
+            "open_contradictions": len(self.services.graph.contradictions(status="open")),
             "last_runs": [
                 {
                     "id": r.id,
@@ -347,9 +334,9 @@ class Worker:
             from taskzilla_sleep.alerts.outbox import Outbox
             from taskzilla_sleep.metrics import build_registry
 
-            outbox = self._outbox or Outbox(self.s.graph)
+            outbox = self._outbox or Outbox(self.services.graph)
             self._metrics_registry = build_registry(
-                self.s.graph,
+                self.services.graph,
                 outbox_pending=outbox.pending_count if self._outbox is not None else None,
                 memory_index_size=self._memory_index_size,
                 index_cap=self.settings.memory_index.max_entries,

@@ -22,7 +22,7 @@ from taskzilla_sleep import facts
 from taskzilla_sleep.app import Services, build
 from taskzilla_sleep.cli import sample_lines
 from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.pipeline import run_night
+from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Secrets, load_settings
 
@@ -31,7 +31,7 @@ NIGHT = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
 
 def _night(at: datetime) -> Callable[[Services], None]:
     def run(s: Services) -> None:
-        res = run_night(settings=s.settings, graph=s.graph, vectors=s.vectors, embedder=s.embedder, llm=s.llm, now=at)
+        res = run_night(s, NightRequest(now=at))
         if not res.ok:
             raise SystemExit(f"night {at} failed: {[x.error for x in res.run.steps]}")
 

@@ -36,6 +36,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ops.bench import compat
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests/ (the stub) lives beside the package
     sys.path.append(str(ROOT))
@@ -111,8 +113,8 @@ def load_week(name: str, corpus: Path = CORPUS) -> Week:
 
 def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Replay ``week`` on fresh stores under ``work``; returns the observation and the run's facts."""
+    from ops.bench.compat import run_night
     from taskzilla_sleep.app import Services, build_graph, build_llm, build_vectors
-    from taskzilla_sleep.pipeline import run_night
     from taskzilla_sleep.settings import Secrets, load_settings
 
     shutil.rmtree(work, ignore_errors=True)
@@ -207,8 +209,8 @@ def read_state(graph: Any, team: str) -> hs.StoreState:
             hs.ContradictionRow(c.id, c.old_pattern_id, c.new_pattern_id, c.status.value, c.kind.value)
             for c in graph.contradictions(team)
         ],
-        episodes={r["id"]: str(r["status"]) for r in graph.executor.read(Q_EPISODES, {"team": team})},
-        tombstones=frozenset(r["id"] for r in graph.executor.read(Q_TOMBSTONES, {"team": team})),
+        episodes={r["id"]: str(r["status"]) for r in compat.read(graph, Q_EPISODES, {"team": team})},
+        tombstones=frozenset(r["id"] for r in compat.read(graph, Q_TOMBSTONES, {"team": team})),
     )
 
 

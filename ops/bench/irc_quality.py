@@ -36,6 +36,8 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ops.bench import compat
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
@@ -113,12 +115,12 @@ def figures(
 
 
 def run(path: Path, days: int, work: Path, seed: int) -> dict[str, Any]:
+    from ops.bench.compat import run_night
     from ops.bench.irc import TEAM, load
     from ops.bench.scenario import _rebucket, night_of
     from taskzilla_sleep.app import Services, build_graph, build_llm, build_vectors
     from taskzilla_sleep.embeddings import OfflineMiniLM
     from taskzilla_sleep.logs import configure_logging
-    from taskzilla_sleep.pipeline import run_night
     from taskzilla_sleep.settings import Secrets, load_settings
 
     configure_logging("warning", json=True)
@@ -165,7 +167,7 @@ def run(path: Path, days: int, work: Path, seed: int) -> dict[str, Any]:
             }
             for p in s.graph.patterns(TEAM)
         ]
-        statuses = [str(r["status"]) for r in s.graph.executor.read(
+        statuses = [str(r["status"]) for r in compat.read(s.graph,
             "MATCH (e:Episode) WHERE e.team = $team RETURN e.status AS status", {"team": TEAM}
         )]  # fmt: skip
     out = figures(patterns, statuses, stored, authors, seed)

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ops.bench import compat
 from taskzilla_sleep.models import Pattern, PatternStatus
-from taskzilla_sleep.stores.cypher import CypherGraphStore
 
 Q_EPISODE_STATES = """
 MATCH (e:Episode) WHERE e.team = $team
@@ -78,7 +78,7 @@ class Quality:
 
 def evaluate(
     gold: Mapping[str, Any],
-    graph: CypherGraphStore,
+    graph: Any,
     *,
     upto_day: int,
     pinned: Sequence[Pattern],
@@ -130,8 +130,8 @@ def evaluate(
     q.contradiction_recall = _ratio(q.changes_found, q.changes_expected)
     q.contradiction_precision = _ratio(q.contradictions_right, q.contradictions_opened)
 
-    states = {r["id"]: r for r in graph.executor.read(Q_EPISODE_STATES, {"team": team})}
-    tombs = {r["id"]: r for r in graph.executor.read(Q_TOMBSTONES, {"team": team}) if r["kind"] == "episode"}
+    states = {r["id"]: r for r in compat.read(graph, Q_EPISODE_STATES, {"team": team})}
+    tombs = {r["id"]: r for r in compat.read(graph, Q_TOMBSTONES, {"team": team}) if r["kind"] == "episode"}
     q.by_status = dict(sorted(Counter(str(r["status"]) for r in states.values()).items()))
     grace_ms = grace_hours * 3600 * 1000
     for r in states.values():

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from ops.bench import compat
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests/ (the stub and the server helpers) live beside the package
     sys.path.append(str(ROOT))
@@ -537,7 +539,7 @@ class _Bench:
         }
 
     def _night(self, d: int) -> dict[str, Any]:
-        from taskzilla_sleep.pipeline import run_night
+        from ops.bench.compat import run_night
 
         now = night_of(self.cfg.start + timedelta(days=d))
         marks: list[tuple[str, float, tuple[int, int, int]]] = []
@@ -589,7 +591,7 @@ class _Bench:
         }
         self.nights.append(entry)
         sizes = dict(res.run.sizes_after)
-        sizes["nodes"] = int(self.s.graph.executor.read("MATCH (n) RETURN count(n) AS n")[0]["n"])
+        sizes["nodes"] = int(compat.read(self.s.graph, "MATCH (n) RETURN count(n) AS n")[0]["n"])
         sizes["disk_mb"] = _disk_mb(self.cfg.work, exclude="dataset")
         sizes["day"] = d + 1
         self.sizes.append(sizes)
@@ -659,7 +661,7 @@ class _Bench:
         }
 
     def _watchdog_day(self, d: int) -> dict[str, Any]:
-        from taskzilla_sleep.pipeline import run_night
+        from ops.bench.compat import run_night
         from taskzilla_sleep.watchdog import watchdog_due
 
         s = self.s.settings

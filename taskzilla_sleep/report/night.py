@@ -9,6 +9,10 @@ from __future__ import annotations
 from taskzilla_sleep.contradictions import resolve_command
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern
 from taskzilla_sleep.pipeline import NightResult
+from taskzilla_sleep.steps.decay import DecayPlan
+from taskzilla_sleep.steps.distill import DistillPlan
+from taskzilla_sleep.steps.prune import PrunePlan
+from taskzilla_sleep.steps.reflect import ReflectPlan
 from taskzilla_sleep.stores.ports import GraphStore
 from taskzilla_sleep.text import one_line
 
@@ -41,20 +45,21 @@ def render_night(result: NightResult, graph: GraphStore) -> str:
         err = f" — {s.error}" if s.error else ""
         out.append(f"  {s.step:8} {s.status:7} {dur:6.2f}s  {counts}{llm}{err}")
 
-    distilled = [c.pattern for p in result.plans.get("distill", []) for c in p.changes if c.action in ("add", "bump")]
+    changes = [c for p in result.plans_of(DistillPlan) for c in p.changes]
+    distilled = [c.pattern for c in changes if c.action in ("add", "bump")]
     if distilled:
         # Shown as they stand after the whole night (reflect may have contested some since distill).
         now_ = {p.id: p for p in graph.patterns_by_id([p.id for p in distilled])}
         out.append("\npatterns distilled:")
         out += [_pattern_line(now_.get(p.id, p)) for p in distilled]
-    absorbed = [(c.pattern.id, c.absorb) for p in result.plans.get("distill", []) for c in p.changes if c.absorb]
+    absorbed = [(c.pattern.id, c.absorb) for c in changes if c.absorb]
     if absorbed:
         out.append("\nepisodes absorbed (retired after the grace period):")
         eps = {e.id: e for e in graph.get_episodes([i for _, ids in absorbed for i in ids])}
         for pid, ids in absorbed:
             out.append(f"  into {pid}:")
             out += [f"    {i} {one_line(eps[i].text, 80) if i in eps else ''}" for i in ids]
-    opened = [(c, old, new) for p in result.plans.get("reflect", []) for c, old, new in p.contradictions]
+    opened = [(c, old, new) for p in result.plans_of(ReflectPlan) for c, old, new in p.contradictions]
     updates = [x for x in opened if x[0].kind is ContradictionKind.UPDATE]
     if updates:
         out.append(
@@ -68,15 +73,15 @@ def render_night(result: NightResult, graph: GraphStore) -> str:
         out.append("\ndisagreements flagged to people (both beliefs kept, both contested):")
         for c, old, new in disagreements:
             out += _contradiction_lines(c, old, new)
-    merges = [m for p in result.plans.get("reflect", []) for m in p.merges]
+    merges = [m for p in result.plans_of(ReflectPlan) for m in p.merges]
     if merges:
         out.append("\nmerged (same belief, older id kept):")
         out += [f"  {m.drop.id} -> {m.keep.id}: {one_line(m.keep.statement, 80)}" for m in merges]
-    retired = [(e, pid) for p in result.plans.get("decay", []) for e, pid in p.retire]
+    retired = [(e, pid) for p in result.plans_of(DecayPlan) for e, pid in p.retire]
     if retired:
         out.append(f"\nretired {len(retired)} absorbed episodes (tombstones kept):")
         out += [f"  {e.id} (fed {pid})" for e, pid in retired[:20]]
-    pruned = [e for p in result.plans.get("prune", []) for e in p.prune]
+    pruned = [e for p in result.plans_of(PrunePlan) for e in p.prune]
     if pruned:
         out.append(f"\npruned {len(pruned)} stale, unmatched episodes (tombstones kept)")
     if result.notes.get("stale"):

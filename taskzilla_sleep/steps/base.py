@@ -1,8 +1,14 @@
-"""What every step gets (StepContext) and returns (a Plan that can describe itself and be applied)."""
+"""What every step is given (a StepContext) and what it decides (a Plan that describes itself).
+
+A step is three functions: ``read(ctx)`` does every store, embedder and model read and returns the
+step's inputs; ``decide(inputs, settings, now)`` is pure and returns its plan; ``write(ctx, plan)``
+applies the plan. The runner (``pipeline.py``) knows no step by name: what a dry run or the ledger
+needs of a plan, the plan says itself.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -16,6 +22,8 @@ from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.models import Pattern
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, Retirement, VectorKind, VectorStore
+
+Vector = npt.NDArray[np.float64]
 
 
 class NoUsableAnswers(LLMError):
@@ -40,7 +48,6 @@ class StepContext:
     vectors: VectorStore
     embedder: Embedder
     llm: LLMProvider
-    notes: dict[str, list[str]] = field(default_factory=dict)  # report material (e.g. stale patterns)
     # Dry runs only: patterns an earlier step of this night would have written, so later steps plan
     # against them (a dry run of the whole cycle shows the contradictions the new patterns open).
     pending_patterns: dict[str, Pattern] = field(default_factory=dict)
@@ -52,27 +59,26 @@ class StepContext:
         if self.should_stop():
             raise Abandoned(f"{self.team}: shutdown requested")
 
-    def vectors_of(self, kind: VectorKind, ids: list[str]) -> dict[str, npt.NDArray[np.float64]]:
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        return [np.asarray(v, dtype=np.float64) for v in self.embedder.embed(list(texts))] if texts else []
+
+    def vectors_of(self, kind: VectorKind, ids: list[str]) -> dict[str, Vector]:
         """Stored vectors by id; any id without one is embedded from the graph's text (and not stored)."""
         found = {k: np.asarray(v, dtype=np.float64) for k, v in self.vectors.embeddings(self.team, kind, ids).items()}
         pending = [i for i in ids if i not in found and i in self.pending_patterns and kind == "patterns"]
         if pending:
-            vecs = self.embedder.embed([self.pending_patterns[i].statement for i in pending])
-            found.update({i: np.asarray(v, dtype=np.float64) for i, v in zip(pending, vecs, strict=True)})
+            found.update(zip(pending, self.embed([self.pending_patterns[i].statement for i in pending]), strict=True))
         missing = [i for i in ids if i not in found]
         if missing:
             texts = self.graph.live_texts(self.team, "episode" if kind == "episodes" else "pattern", missing)
             todo = [i for i in missing if i in texts]
-            for i, v in zip(todo, self.embedder.embed([texts[i] for i in todo]), strict=True):
-                found[i] = np.asarray(v, dtype=np.float64)
+            found.update(zip(todo, self.embed([texts[i] for i in todo]), strict=True))
         # In the order asked for, not the order the vector store answered in: callers that scan the
         # result (an argmax keeps the first of equal scores) must decide the same on every backend.
         return {i: found[i] for i in dict.fromkeys(ids) if i in found}
 
 
 class Plan(Protocol):
-    step: str
-
     def lines(self) -> list[str]:
         """The plan as a readable diff, one change a line (for --dry-run)."""
         ...
@@ -81,11 +87,36 @@ class Plan(Protocol):
 
     def empty(self) -> bool: ...
 
+    def written_patterns(self) -> list[Pattern]:
+        """Patterns this plan writes: in a dry run, the later steps plan against them."""
+        ...
+
+    def pattern_lags(self) -> list[float]:
+        """Availability lag of each pattern this plan creates (the ledger records them)."""
+        ...
+
+    def notes(self) -> dict[str, list[str]]:
+        """Report material besides the counts (e.g. stale beliefs), recorded when the plan is applied."""
+        ...
+
+
+class PlanBase:
+    """What most plans say to the runner: no patterns written, no lags, no notes."""
+
+    def written_patterns(self) -> list[Pattern]:
+        return []
+
+    def pattern_lags(self) -> list[float]:
+        return []
+
+    def notes(self) -> dict[str, list[str]]:
+        return {}
+
 
 RETIRE_BATCH = 500
 
 
-def retire_episodes(ctx: StepContext, rows: list[Retirement], step: str) -> None:
+def retire_episodes(ctx: StepContext, rows: Sequence[Retirement], step: str) -> None:
     """Retire or prune episodes: graph first (status, text dropped, tombstone) in atomic batches,
     then their vectors. A crash in between leaves orphan vectors, which the next prune or reconcile drops."""
     for i in range(0, len(rows), RETIRE_BATCH):

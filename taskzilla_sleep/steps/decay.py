@@ -2,27 +2,36 @@
 
 Eligible: ``schema_absorbed=1``, ``absorbed_at`` at least ``decay.grace_hours`` ago, and the
 absorbing pattern still active, not contested, not the unconfirmed side of an open update, and at
-or above the floor. Retired: the vector
-leaves Chroma, the text leaves the graph, a tombstone keeps (id, time, pattern it fed).
+or above the floor. Retired: the vector leaves Chroma, the text leaves the graph, a tombstone keeps
+(id, time, pattern it fed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.models import Episode, EpisodeStatus
+from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern
 from taskzilla_sleep.policies import decay_eligible
-from taskzilla_sleep.steps.base import StepContext, retire_episodes
+from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.steps.base import PlanBase, StepContext, retire_episodes
 from taskzilla_sleep.stores.ports import Retirement
 from taskzilla_sleep.text import one_line
 
 
-@dataclass
-class DecayPlan:
+@dataclass(frozen=True)
+class DecayInputs:
     team: str
-    step: str = "decay"
+    absorbed: tuple[Episode, ...]
+    patterns: Mapping[str, Pattern]  # the patterns that absorbed them
+    held: frozenset[str]  # both beliefs of every open contradiction
+
+
+@dataclass
+class DecayPlan(PlanBase):
+    team: str
     retire: list[tuple[Episode, str]] = field(default_factory=list)  # (episode, pattern id)
     waiting: int = 0  # absorbed, still in their grace period or held by a contested/weak pattern
 
@@ -36,26 +45,30 @@ class DecayPlan:
         return not self.retire
 
 
-def plan(ctx: StepContext) -> DecayPlan:
-    p = DecayPlan(team=ctx.team)
+def read(ctx: StepContext) -> DecayInputs:
     absorbed = ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])
     pids = sorted({e.absorbed_by for e in absorbed if e.absorbed_by})
+    held = {i for c in ctx.graph.contradictions(ctx.team, "open") for i in c.pattern_ids}
     patterns = {x.id: x for x in ctx.graph.patterns_by_id(pids)}
-    grace = timedelta(hours=ctx.settings.decay.grace_hours)
-    floor = ctx.settings.distill.confidence_floor
-    # The new belief of an open update stays active, unconfirmed: if a person keeps the old one,
-    # its messages must still be there.
-    held = {i for c in ctx.graph.contradictions(ctx.team, "open") for i in (c.old_pattern_id, c.new_pattern_id)}
-    for e in absorbed:
-        pat = patterns.get(e.absorbed_by or "")
-        if decay_eligible(e, pat, ctx.now, grace, floor) and pat is not None and pat.id not in held:
+    return DecayInputs(team=ctx.team, absorbed=tuple(absorbed), patterns=patterns, held=frozenset(held))
+
+
+def decide(inputs: DecayInputs, settings: Settings, now: datetime) -> DecayPlan:
+    p = DecayPlan(team=inputs.team)
+    grace = timedelta(hours=settings.decay.grace_hours)
+    floor = settings.distill.confidence_floor
+    for e in inputs.absorbed:
+        pat = inputs.patterns.get(e.absorbed_by or "")
+        # The new belief of an open update stays active, unconfirmed: if a person keeps the old one,
+        # its messages must still be there.
+        if decay_eligible(e, pat, now, grace, floor) and pat is not None and pat.id not in inputs.held:
             p.retire.append((e, pat.id))
         else:
             p.waiting += 1
     return p
 
 
-def apply(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
+def write(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
     rows = [Retirement(e.id, EpisodeStatus.RETIRED, ctx.now, "absorbed", pid) for e, pid in plan.retire]
     retire_episodes(ctx, rows, "decay")
     crashpoint("decay.after_vectors")

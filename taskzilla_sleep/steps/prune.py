@@ -9,24 +9,36 @@ superseded/retired patterns and of retired/pruned episodes leave Chroma too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
 from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus
 from taskzilla_sleep.policies import last_touched, prune_eligible
-from taskzilla_sleep.steps.base import StepContext, retire_episodes
+from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.steps.base import PlanBase, StepContext, Vector, retire_episodes
 from taskzilla_sleep.stores.ports import Retirement, VectorKind
 from taskzilla_sleep.text import one_line
 
 
-@dataclass
-class PrunePlan:
+@dataclass(frozen=True)
+class PruneInputs:
     team: str
-    step: str = "prune"
+    examined: int  # raw episodes of the team
+    stale: tuple[Episode, ...]  # raw, unpinned, untouched since the cutoff, evidence of no pattern
+    episode_vectors: Mapping[str, Vector]  # of the stale ones
+    pattern_vectors: Mapping[str, Vector]  # of the active patterns
+    vectors_present: Mapping[VectorKind, frozenset[str]]  # every id with a vector, by kind
+    live: Mapping[VectorKind, frozenset[str]]  # every live graph item, by kind
+
+
+@dataclass
+class PrunePlan(PlanBase):
+    team: str
     prune: list[Episode] = field(default_factory=list)
-    orphan_vectors: dict[str, list[str]] = field(default_factory=dict)  # kind -> ids
+    orphan_vectors: dict[VectorKind, list[str]] = field(default_factory=dict)
     examined: int = 0
 
     def lines(self) -> list[str]:
@@ -49,47 +61,61 @@ class PrunePlan:
         return not self.prune and not any(self.orphan_vectors.values())
 
 
-def plan(ctx: StepContext) -> PrunePlan:
-    s = ctx.settings.prune
-    p = PrunePlan(team=ctx.team)
-    stale_after = timedelta(days=s.stale_after_days)
-    cutoff = ctx.now - stale_after
+def read(ctx: StepContext) -> PruneInputs:
+    cutoff = ctx.now - timedelta(days=ctx.settings.prune.stale_after_days)
+    examined = ctx.graph.count_episodes(ctx.team, [EpisodeStatus.RAW.value])
     # Only the stale candidates leave the graph (reading every raw episode grew with the months).
-    p.examined = ctx.graph.count_episodes(ctx.team, [EpisodeStatus.RAW.value])
     stale = [e for e in ctx.graph.stale_raw_episodes(ctx.team, cutoff) if not e.pinned and last_touched(e) <= cutoff]
+    episode_vectors: dict[str, Vector] = {}
+    pattern_vectors: dict[str, Vector] = {}
     if stale:
         evidence = ctx.graph.evidence_episode_ids(ctx.team)
         stale = [e for e in stale if e.id not in evidence]
         active = [x.id for x in ctx.graph.patterns(ctx.team) if x.status is PatternStatus.ACTIVE]
-        best = _best_similarity(ctx, [e.id for e in stale], active)
-        p.prune = [
-            e for e in stale if prune_eligible(e, ctx.now, stale_after, False, best.get(e.id, -1.0), s.match_threshold)
-        ]
+        if stale and active:
+            episode_vectors = ctx.vectors_of("episodes", [e.id for e in stale])
+            pattern_vectors = ctx.vectors_of("patterns", active)
+    return PruneInputs(
+        team=ctx.team,
+        examined=examined,
+        stale=tuple(stale),
+        episode_vectors=episode_vectors,
+        pattern_vectors=pattern_vectors,
+        vectors_present={k: frozenset(ctx.vectors.present(ctx.team, k)) for k in ("episodes", "patterns")},
+        live={
+            "episodes": frozenset(ctx.graph.live_ids(ctx.team, "episode")),
+            "patterns": frozenset(ctx.graph.live_ids(ctx.team, "pattern")),
+        },
+    )
+
+
+def decide(inputs: PruneInputs, settings: Settings, now: datetime) -> PrunePlan:
+    s = settings.prune
+    p = PrunePlan(team=inputs.team, examined=inputs.examined)
+    best = _best_similarity(inputs.episode_vectors, inputs.pattern_vectors)
+    stale_after = timedelta(days=s.stale_after_days)
+    p.prune = [
+        e for e in inputs.stale if prune_eligible(e, now, stale_after, False, best.get(e.id, -1.0), s.match_threshold)
+    ]
     pruned = {e.id for e in p.prune}
-    for item, kind in (("episode", "episodes"), ("pattern", "patterns")):
-        vk: VectorKind = kind  # type: ignore[assignment]
-        present = ctx.vectors.present(ctx.team, vk)
-        live = ctx.graph.live_ids(ctx.team, item)  # type: ignore[arg-type]
-        p.orphan_vectors[kind] = sorted(present - live - pruned)
+    kinds: tuple[VectorKind, ...] = ("episodes", "patterns")
+    for kind in kinds:
+        p.orphan_vectors[kind] = sorted(inputs.vectors_present[kind] - inputs.live[kind] - pruned)
     return p
 
 
-def _best_similarity(ctx: StepContext, episode_ids: list[str], pattern_ids: list[str]) -> dict[str, float]:
-    if not episode_ids or not pattern_ids:
+def _best_similarity(episodes: Mapping[str, Vector], patterns: Mapping[str, Vector]) -> dict[str, float]:
+    if not episodes or not patterns:
         return {}
-    ev = ctx.vectors_of("episodes", episode_ids)
-    pv = ctx.vectors_of("patterns", pattern_ids)
-    if not ev or not pv:
-        return {}
-    eids = sorted(ev)
-    sims = np.stack([ev[i] for i in eids]) @ np.stack(list(pv.values())).T
-    return {i: float(v) for i, v in zip(eids, sims.max(axis=1), strict=True)}
+    ids = sorted(episodes)
+    sims = np.stack([episodes[i] for i in ids]) @ np.stack(list(patterns.values())).T
+    return {i: float(v) for i, v in zip(ids, sims.max(axis=1), strict=True)}
 
 
-def apply(ctx: StepContext, plan: PrunePlan) -> dict[str, int]:
+def write(ctx: StepContext, plan: PrunePlan) -> dict[str, int]:
     rows = [Retirement(e.id, EpisodeStatus.PRUNED, ctx.now, "stale and unmatched") for e in plan.prune]
     retire_episodes(ctx, rows, "prune")
     for kind, ids in plan.orphan_vectors.items():
         if ids:
-            ctx.vectors.delete(ctx.team, kind, ids)  # type: ignore[arg-type]
+            ctx.vectors.delete(ctx.team, kind, ids)
     return plan.counts()

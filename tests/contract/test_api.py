@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from taskzilla_sleep.api import ApiDeps, create_app
 from taskzilla_sleep.app import Services, build
 from taskzilla_sleep.cli import sample_lines
-from taskzilla_sleep.pipeline import run_night
+from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.settings import load_settings
 
 NOW = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
@@ -111,14 +111,7 @@ def test_bodies_over_the_limit_are_refused(services: Services) -> None:
 
 def test_recall_contradictions_and_resolve(services: Services) -> None:
     services.ingestor(clock=lambda: NOW).ingest_lines(sample_lines(), "sample")
-    res = run_night(
-        settings=services.settings,
-        graph=services.graph,
-        vectors=services.vectors,
-        embedder=services.embedder,
-        llm=services.llm,
-        now=NOW,
-    )
+    res = run_night(services, NightRequest(now=NOW))
     assert res.ok
     c = client(services)
     items = c.get("/recall", params={"q": "deploy on friday", "k": 2}).json()

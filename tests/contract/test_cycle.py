@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from taskzilla_sleep.llm.base import (
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_index import changes_of, write_memory
 from taskzilla_sleep.models import ContradictionKind, EpisodeStatus, PatternStatus, Provenance, RunTrigger
-from taskzilla_sleep.pipeline import NightResult, run_night
+from taskzilla_sleep.pipeline import NightRequest, NightResult, run_night
 from taskzilla_sleep.recall import recall
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
@@ -57,18 +57,9 @@ class Stack:
         trigger: RunTrigger = "manual",
         lookback: timedelta | None = None,
     ) -> NightResult:
-        return run_night(
-            settings=self.settings,
-            graph=self.graph,
-            vectors=self.vectors,
-            embedder=self.embedder,
-            llm=llm or self.llm,
-            now=now,
-            dry_run=dry_run,
-            steps=steps,
-            trigger=trigger,
-            lookback=lookback,
-        )
+        services = replace(self, llm=llm) if llm is not None else self
+        request = NightRequest(now=now, dry_run=dry_run, steps=steps, trigger=trigger, lookback=lookback)
+        return run_night(services, request)
 
     def ingestor(self, at: datetime) -> Ingestor:
         s = self.settings.ingest

@@ -200,7 +200,7 @@ def test_reflect_takes_equally_similar_neighbours_in_id_order(tmp_path: Path) ->
         graph.set_meta(reflect.WATERMARK.format(team="platform"), str(to_ms(old_at)))  # only pat_new is new
         llm = _Unrelated()
 
-        reflect.plan(StepContext("platform", NIGHT, settings, graph, vectors, embedder, llm))  # type: ignore[arg-type]
+        reflect.read(StepContext("platform", NIGHT, settings, graph, vectors, embedder, llm))  # type: ignore[arg-type]
 
         tied = [b.id for b in beliefs if b.statement == "retro" and b.id != "pat_new"]
         assert llm.asked == tied[: settings.reflect.neighbours]

@@ -26,7 +26,7 @@ from taskzilla_sleep.llm.base import (
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.models import EpisodeIn, PatternStatus, Provenance, StepName
-from taskzilla_sleep.pipeline import NightResult, parse_steps, run_night
+from taskzilla_sleep.pipeline import NightRequest, NightResult, parse_steps, run_night
 from taskzilla_sleep.settings import Settings, load_settings
 from taskzilla_sleep.steps import ORDER, Step
 from taskzilla_sleep.steps.base import StepContext
@@ -82,16 +82,7 @@ class Stack:
     llm: LLMProvider
 
     def night(self, now: datetime, *, dry_run: bool = False, steps: Sequence[StepName] | None = None) -> NightResult:
-        return run_night(
-            settings=self.settings,
-            graph=self.graph,
-            vectors=self.vectors,
-            embedder=self.embedder,
-            llm=self.llm,
-            now=now,
-            steps=steps,
-            dry_run=dry_run,
-        )
+        return run_night(self, NightRequest(now=now, steps=steps, dry_run=dry_run))
 
     def ingestor(self, at: datetime) -> Ingestor:
         s = self.settings.ingest
@@ -158,12 +149,12 @@ def fact_props(stack: Stack, pid: str) -> dict[str, Any]:
 def recording_order(monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> None:
     """Replace the pipeline's steps by wrappers that record when each one plans."""
 
-    def wrap(step: Step) -> Step:
-        def plan(ctx: StepContext, _inner: Callable[[StepContext], Any] = step.plan) -> Any:
+    def wrap(step: Step[Any, Any]) -> Step[Any, Any]:
+        def read(ctx: StepContext, _inner: Callable[[StepContext], Any] = step.read) -> Any:
             calls.append(step.name)
             return _inner(ctx)
 
-        return replace(step, plan=plan)
+        return replace(step, read=read)
 
     monkeypatch.setattr(pipeline, "ORDER", tuple(wrap(s) for s in ORDER))
 
@@ -228,7 +219,7 @@ def test_a_step_failing_later_keeps_what_earlier_steps_wrote(stack: Stack, monke
     def broken_plan(ctx: StepContext) -> Any:
         raise ValueError("reflect cannot read its watermark")
 
-    order = tuple(replace(s, plan=broken_plan) if s.name == "reflect" else s for s in ORDER)
+    order = tuple(replace(s, read=broken_plan) if s.name == "reflect" else s for s in ORDER)
     monkeypatch.setattr(pipeline, "ORDER", order)
     result = stack.night(NIGHT)
 

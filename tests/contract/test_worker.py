@@ -79,7 +79,7 @@ def test_the_watchdog_distills_after_three_new_episodes(services: Services) -> N
     t0 = datetime.fromisoformat("2026-11-30T09:50:00+01:00")
     clock = ScaledClock(t0, speed=120)
     w = Worker(services, clock, serve_api=False)
-    w.s.graph.set_meta("last_distill_at:platform", str(int((t0 - timedelta(hours=6)).timestamp() * 1000)))
+    w.services.graph.set_meta("last_distill_at:platform", str(int((t0 - timedelta(hours=6)).timestamp() * 1000)))
     thread = threading.Thread(target=w.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -1,0 +1,375 @@
+"""Distill's decisions, pure: from what was read and answered to the plan (no store, no model here).
+
+Match each answer against existing patterns (evidence overlap or statement similarity -> bump
+instead of duplicate), rescore every live pattern from its ledger, absorb the evidence that states
+an active pattern, and mark what the night took into account. A group whose answer was unusable
+keeps its new episodes pending: the next night asks again, at most ``distill.max_attempts`` times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import numpy as np
+import structlog
+
+from taskzilla_sleep.beliefs import Kind, Slots, injection, is_belief, slots, statement_kind
+from taskzilla_sleep.llm.base import PatternDraft, Unanswered
+from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternStatus
+from taskzilla_sleep.policies import (
+    STRONG_SIMILARITY,
+    Ledger,
+    disagree,
+    ledger_confidence,
+    main_channel,
+    pattern_id,
+    status_for,
+    topic_for,
+)
+from taskzilla_sleep.settings import DistillSettings, Settings
+from taskzilla_sleep.steps.base import Vector
+from taskzilla_sleep.steps.distill.plan import DistillPlan, PatternChange, digest
+from taskzilla_sleep.steps.distill.read import DistillInputs, names_of, slots_of
+from taskzilla_sleep.stores.ports import EpisodeUpdate, Mention
+from taskzilla_sleep.text import one_line
+
+log = structlog.get_logger(__name__)
+
+_KIND_RANK = {"project": 0, "tool": 1, "topic": 2, "person": 3, "channel": 4}
+
+
+def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillPlan:
+    s = settings.distill
+    p = DistillPlan(team=inputs.team, now=now, lookback=inputs.lookback)
+    seen = p.seen
+    seen.episodes_read = len(inputs.episodes)
+    seen.new_episodes = sum(1 for e in inputs.learnable if e.id in inputs.new_ids)
+    seen.groups = len(inputs.asked)
+    seen.declines_remembered = inputs.fresh_groups - len(inputs.asked)
+
+    drafts: list[tuple[Sequence[Episode], PatternDraft, Vector]] = []  # each belief of each answered group
+    unanswered = [(g.members, g.answer) for g in inputs.asked if isinstance(g.answer, Unanswered)]
+    declined = [g.members for g in inputs.asked if not isinstance(g.answer, Unanswered) and not g.answer]
+    for g in inputs.asked:
+        if not isinstance(g.answer, Unanswered):
+            drafts += [(g.members, d, v) for d, v in zip(g.answer, g.statement_vectors, strict=True)]
+    seen.skipped_groups = len(unanswered)
+    seen.declined_groups = len(declined)
+    if unanswered and len(unanswered) == len(inputs.asked):
+        p.failure = (
+            f"distill {inputs.team}: none of {len(unanswered)} group(s) got a usable answer from the model "
+            f"(last: {unanswered[-1][1].reason[:200]})"
+        )
+    if inputs.lookback is None:
+        _mark(p, inputs, [m for m, _ in unanswered], s.max_attempts)
+    _remember_declines(p, declined)
+
+    working: dict[str, Pattern] = dict(inputs.live)
+    changes: dict[str, PatternChange] = {}
+    evidence = dict(inputs.evidence)
+    pattern_vectors = dict(inputs.pattern_vectors)
+    for members, draft, statement_vector in drafts:
+        _take(p, inputs, s, now, members, draft, statement_vector, working, changes, evidence, pattern_vectors)
+    _rescore(p, inputs, s, now, working, changes, evidence, pattern_vectors)
+    for c in changes.values():
+        c.before_digest = digest(c.before) if c.before is not None else None
+    p.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
+    return p
+
+
+def _take(
+    p: DistillPlan,
+    inputs: DistillInputs,
+    s: DistillSettings,
+    now: datetime,
+    members: Sequence[Episode],
+    draft: PatternDraft,
+    statement_vector: Vector,
+    working: dict[str, Pattern],
+    changes: dict[str, PatternChange],
+    evidence: dict[str, Episode],
+    pattern_vectors: dict[str, Vector],
+) -> None:
+    """One belief the model stated: refused, a new pattern, or more evidence of an existing one."""
+    # The guards hold whatever the model answered: a statement that is not a belief is not
+    # written, and only episodes that state it (no slot disagreement) support it.
+    kind = statement_kind(draft.statement, inputs.people)
+    if kind is not Kind.BELIEF:
+        p.seen.injections_blocked += kind is Kind.INJECTION
+        p.seen.non_beliefs += kind is not Kind.INJECTION
+        log.info("distill_statement_refused", kind=kind.value, statement=one_line(draft.statement, 120))
+        return
+    ents, vectors = inputs.entities, inputs.episode_vectors
+    by_id = {e.id: e for e in members}
+    stated = slots(draft.statement, names_of(members, ents), inputs.people)
+    support = sorted(
+        i
+        for i in set(draft.supporting_ids)
+        if not disagree(
+            slots_of(by_id[i], ents, inputs.people),
+            stated,
+            float(vectors[i] @ statement_vector) if i in vectors else 0.0,
+        )
+    )
+    p.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
+    if len(support) < s.min_episodes:
+        p.seen.too_little_support += 1
+        return
+    for e in (by_id[i] for i in support):
+        evidence[e.id] = e
+    target = _match(s, support, working, pattern_vectors, statement_vector, stated)
+    if target is not None and target.pinned:
+        p.seen.pinned_matches += 1  # pinned facts are immune: never bumped, merged or rewritten
+        return
+    # Subjects resolve against the group's own entities only: the same group always gives the
+    # same links, whatever else is in the window (a rerun after a crash sees fewer raw episodes).
+    entity_index = _entity_index({e.id: ents.get(e.id, []) for e in members})
+    subjects = [entity_index[x.casefold()] for x in draft.subjects if x.casefold() in entity_index]
+    subject_keys = sorted({m.key for m in subjects})
+    if target is None:
+        pid = pattern_id(inputs.team, support)
+        kinds = {m.name: m.kind for m in subjects}
+        channel = main_channel([e.channel for e in members])  # ties: the first to speak, never set order
+        new = Pattern(
+            id=pid,
+            team=inputs.team,
+            statement=draft.statement.strip(),
+            kind=draft.kind,
+            status=PatternStatus.TENTATIVE,
+            confidence=0.0,
+            llm_confidence=draft.confidence,
+            evidence_ids=support,
+            first_seen=min(by_id[i].ts for i in support),
+            last_seen=max(by_id[i].ts for i in support),
+            created_at=now,
+            updated_at=now,
+            valid_from=min(by_id[i].ts for i in support),
+            subjects=sorted({m.name for m in subjects}),
+            topic=topic_for([m.name for m in subjects], kinds, channel, draft.kind.value),
+            availability_lag_s=_lag(now, [by_id[i] for i in support], s.min_episodes),
+            evidence=draft.evidence,
+            prompt_id=inputs.prompt_id,
+            replaces=draft.replaces if draft.replaces and injection(draft.replaces) is None else None,
+        )
+        working[pid] = new
+        changes[pid] = PatternChange(new, "add", subject_keys, [], [])
+        pattern_vectors[pid] = statement_vector
+        return
+    merged_ids = sorted(set(target.evidence_ids) | set(support))
+    if merged_ids == sorted(target.evidence_ids) and target.llm_confidence == draft.confidence:
+        return  # nothing new (a rerun, or a group already counted)
+    bumped = target.model_copy(
+        update={
+            "evidence_ids": merged_ids,
+            "llm_confidence": draft.confidence,
+            "last_seen": max(target.last_seen, max(by_id[i].ts for i in support)),
+            "first_seen": min(target.first_seen, min(by_id[i].ts for i in support)),
+            "updated_at": now,
+        }
+    )
+    prev = changes.get(target.id)
+    working[target.id] = bumped
+    changes[target.id] = PatternChange(
+        bumped,
+        prev.action if prev else "bump",
+        sorted(set(prev.subject_keys if prev else []) | set(subject_keys)),
+        [],
+        [],
+        before=prev.before if prev else target,
+    )
+
+
+def _rescore(
+    p: DistillPlan,
+    inputs: DistillInputs,
+    s: DistillSettings,
+    now: datetime,
+    working: dict[str, Pattern],
+    changes: dict[str, PatternChange],
+    evidence: dict[str, Episode],
+    pattern_vectors: Mapping[str, Vector],
+) -> None:
+    """Every live, unpinned pattern rescored from its ledger (the model's word is one input)."""
+    states = _states_it(s, working, evidence, inputs.episode_vectors, pattern_vectors, inputs.people)
+    for pid, pat in sorted(working.items()):
+        if pat.pinned:
+            continue
+        led = _ledger(pat, evidence)
+        conf = ledger_confidence(led)
+        status = status_for(conf, s.confidence_floor, pat.status)
+        updated = pat.model_copy(
+            update={
+                "confidence": conf,
+                "status": status,
+                "support_count": led.support,
+                "distinct_authors": led.authors,
+                "distinct_channels": led.channels,
+            }
+        )
+        absorbing = status is PatternStatus.ACTIVE
+        raw = [i for i in updated.evidence_ids if i in evidence and evidence[i].status is EpisodeStatus.RAW]
+        # Absorbing is destructive (the text goes after the grace period): only what states it.
+        absorb = sorted(i for i in raw if absorbing and i in states.get(pid, ()))
+        if absorbing and pid in changes:
+            p.seen.not_absorbed += len(raw) - len(absorb)
+        unabsorb = (
+            sorted(i for i, e in evidence.items() if e.status is EpisodeStatus.ABSORBED and e.absorbed_by == pid)
+            if status is not PatternStatus.ACTIVE and pat.status is PatternStatus.ACTIVE
+            else []
+        )
+        for i in absorb:  # an episode is absorbed by one pattern only: the first that claims it
+            evidence[i] = evidence[i].model_copy(update={"status": EpisodeStatus.ABSORBED, "absorbed_by": pid})
+        prev = changes.get(pid)
+        same = (
+            prev is None
+            and not absorb
+            and not unabsorb
+            and (updated.confidence, updated.status, updated.support_count)
+            == (pat.confidence, pat.status, pat.support_count)
+        )
+        if same:
+            continue
+        if prev is None:
+            updated = updated.model_copy(update={"updated_at": now})
+        changes[pid] = PatternChange(
+            updated,
+            prev.action if prev else "rescore",
+            prev.subject_keys if prev else [],
+            absorb,
+            unabsorb,
+            before=prev.before if prev else pat,
+        )
+
+
+def _remember_declines(p: DistillPlan, declined: Sequence[Sequence[Episode]]) -> None:
+    """Each episode of a declined group keeps the size of the largest such group (journaled with the
+    marks: a crash and rerun remember the same declines an uninterrupted run does)."""
+    size: dict[str, int] = {}
+    for members in declined:
+        for e in members:
+            if len(members) > max(size.get(e.id, 0), e.declined_size):  # only what grows is written
+                size[e.id] = len(members)
+    at = {m.id: k for k, m in enumerate(p.marks)}
+    for eid, n in sorted(size.items()):
+        if eid in at:
+            p.marks[at[eid]] = p.marks[at[eid]].model_copy(update={"declined_size": n})
+        else:
+            p.marks.append(EpisodeUpdate(id=eid, declined_size=n))
+
+
+def _mark(p: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequence[Episode]], max_attempts: int) -> None:
+    """What the night took into account. The new episodes of a group without a usable answer stay
+    pending (one attempt more) until ``max_attempts``; then they are given up like the rest."""
+    failed: dict[str, Episode] = {}
+    for members in unanswered:
+        news = [e for e in members if e.id in inputs.new_ids]
+        if any(e.distill_attempts + 1 < max_attempts for e in news):
+            p.seen.retry_groups += 1
+        else:
+            p.seen.given_up_groups += 1
+        failed.update({e.id: e for e in news})
+    for e in sorted((e for e in inputs.episodes if e.id in inputs.new_ids), key=lambda e: e.id):
+        f = failed.get(e.id)
+        if f is None:
+            p.marks.append(EpisodeUpdate(id=e.id, distilled_at=p.now))
+        elif f.distill_attempts + 1 < max_attempts:
+            p.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1))
+        else:
+            p.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1, distilled_at=p.now))
+
+
+def _entity_index(ents: Mapping[str, Sequence[Mention]]) -> dict[str, Mention]:
+    """Subject name -> entity. One name can be several entities (#ops the tag, ops the channel):
+    prefer project, tool, topic, person, channel, then the key — never the order rows came back in."""
+    best: dict[str, Mention] = {}
+    for mentions in ents.values():
+        for m in mentions:
+            name = m.name.casefold()
+            cur = best.get(name)
+            rank = (_KIND_RANK.get(m.kind, 9), m.key)
+            if cur is None or rank < (_KIND_RANK.get(cur.kind, 9), cur.key):
+                best[name] = m
+    return best
+
+
+def _lag(now: datetime, support: Sequence[Episode], needed: int) -> float:
+    """Pattern availability lag: from the ingestion of the episode that made the support enough
+    (the third, by default) to now, when the pattern becomes recallable."""
+    times = sorted(e.ingested_at for e in support)
+    third = times[min(needed, len(times)) - 1]
+    return max(0.0, round((now - third).total_seconds(), 3))
+
+
+def _ledger(p: Pattern, eps: Mapping[str, Episode]) -> Ledger:
+    known = [eps[i] for i in p.evidence_ids if i in eps]
+    return Ledger(
+        support=len(set(p.evidence_ids)),
+        counter=p.counter_count,
+        authors=len({e.author for e in known}),
+        channels=len({e.channel for e in known}),
+        llm_confidence=p.llm_confidence,
+    )
+
+
+def _match(
+    s: DistillSettings,
+    support: Sequence[str],
+    working: Mapping[str, Pattern],
+    pattern_vectors: Mapping[str, Vector],
+    statement_vector: Vector,
+    stated: Slots,
+) -> Pattern | None:
+    """An existing pattern this draft restates: evidence overlap ≥ half, or statement similarity ≥
+    match_threshold — and never one it disagrees with on a slot (a changed value is a new belief,
+    for reflect to flag, not an evidence bump of the old one)."""
+
+    def agrees(pid: str) -> bool:
+        sim = float(pattern_vectors[pid] @ statement_vector) if pid in pattern_vectors else 0.0
+        return not disagree(stated, slots(working[pid].statement), max(sim, STRONG_SIMILARITY))
+
+    sup = set(support)
+    best: tuple[float, str] | None = None
+    for pid, pat in working.items():
+        overlap = len(sup & set(pat.evidence_ids)) / max(1, len(sup))
+        if overlap >= 0.5 and agrees(pid):
+            score = 2.0 + overlap
+            if best is None or score > best[0]:
+                best = (score, pid)
+    if best is None and pattern_vectors:
+        ids = [i for i in pattern_vectors if i in working]
+        if ids:
+            sims = np.stack([pattern_vectors[i] for i in ids]) @ statement_vector
+            for k in np.argsort(-sims, kind="stable"):
+                if float(sims[k]) < s.match_threshold:
+                    break
+                if agrees(ids[k]):
+                    best = (float(sims[k]), ids[k])
+                    break
+    return working[best[1]] if best else None
+
+
+def _states_it(
+    s: DistillSettings,
+    working: Mapping[str, Pattern],
+    evidence: Mapping[str, Episode],
+    episode_vectors: Mapping[str, Vector],
+    pattern_vectors: Mapping[str, Vector],
+    people: frozenset[str],
+) -> dict[str, set[str]]:
+    """Per pattern, its raw evidence that states it: a belief statement (the gate), as close to the
+    pattern's statement as ``distill.absorb_similarity``, and disagreeing with it on no slot."""
+    out: dict[str, set[str]] = {}
+    for pid, pat in working.items():
+        ids = [i for i in pat.evidence_ids if i in evidence and evidence[i].status is EpisodeStatus.RAW]
+        if pat.pinned or not ids or pid not in pattern_vectors:
+            continue
+        stated = slots(pat.statement)
+        out[pid] = set()
+        for i in ids:
+            if i not in episode_vectors or not is_belief(evidence[i].text, people):
+                continue
+            sim = float(episode_vectors[i] @ pattern_vectors[pid])
+            if sim >= s.absorb_similarity and not disagree(slots(evidence[i].text), stated, sim):
+                out[pid].add(i)
+    return out

@@ -1,0 +1,199 @@
+"""Distill's reads: the raw episodes, the live patterns and their evidence, vectors, entities, and
+the model's answers for the groups worth asking about. Everything ``decide`` needs, nothing it decides."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from taskzilla_sleep.beliefs import Slots, slots, topics
+from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
+from taskzilla_sleep.models import PATTERN_LIVE, Episode, EpisodeStatus, Pattern, from_ms
+from taskzilla_sleep.policies import Candidate, distinct_texts, group_episodes, group_key, is_learnable
+from taskzilla_sleep.settings import DistillSettings
+from taskzilla_sleep.steps.base import StepContext, Vector
+from taskzilla_sleep.stores.ports import GraphStore, Mention
+
+LAST_DISTILL = "last_distill_at:{team}"  # nightly or watchdog: the watchdog's cooldown counts from it
+# Written by versions whose nightly "new" meant "timestamped after the last night": an episode stored
+# and timestamped before it was distilled then. Read only, to carry such stores over.
+LEGACY_WATERMARK = "distill_watermark:{team}"
+
+
+@dataclass(frozen=True)
+class AskedGroup:
+    """One group the model was asked about, and its answer."""
+
+    members: tuple[Episode, ...]
+    answer: tuple[PatternDraft, ...] | Unanswered
+    statement_vectors: tuple[Vector, ...] = ()  # one per belief of the answer
+
+
+@dataclass(frozen=True)
+class DistillInputs:
+    team: str
+    lookback: timedelta | None  # a watchdog distill: only this window
+    episodes: tuple[Episode, ...]  # every raw episode read, by (ts, id)
+    new_ids: frozenset[str]  # of those, what this distill counts as new
+    people: frozenset[str]  # the authors of the window, casefolded (first person vs the team)
+    learnable: tuple[Episode, ...]  # what may support a belief
+    live: Mapping[str, Pattern]  # the team's live patterns, by (created_at, id)
+    evidence: Mapping[str, Episode]  # the episodes the live patterns name as evidence
+    entities: Mapping[str, Sequence[Mention]]  # of the learnable episodes
+    episode_vectors: Mapping[str, Vector]  # of the learnable episodes and the live patterns' raw evidence
+    pattern_vectors: Mapping[str, Vector]  # of the live patterns
+    fresh_groups: int  # groups holding something new
+    asked: tuple[AskedGroup, ...]  # ... of them, the ones worth asking (the rest were declined before)
+    prompt_id: str
+
+
+def last_distill(graph: GraphStore, team: str) -> datetime | None:
+    """The clock time of the last distill (nightly or watchdog) of ``team``: what the watchdog counts from."""
+    raw = graph.get_meta(LAST_DISTILL.format(team=team))
+    return from_ms(int(raw)) if raw else None
+
+
+def pending_for_night(e: Episode, legacy: datetime | None) -> bool:
+    """Not yet taken into account by a nightly distill."""
+    if e.distilled_at is not None:
+        return False
+    return legacy is None or e.ts > legacy or e.ingested_at > legacy
+
+
+def read(ctx: StepContext) -> DistillInputs:
+    """``ctx.lookback`` set: a watchdog distill over that window only (it marks nothing: the night
+    still reads the day). A lookback group with nothing new was in the stores at the last distill;
+    asking again would spend a call on what the model already saw."""
+    s = ctx.settings.distill
+    window = ctx.lookback or timedelta(days=s.window_days)
+    episodes = ctx.graph.episodes_in_window(ctx.team, [EpisodeStatus.RAW.value], ctx.now - window, ctx.now)
+    is_new: Callable[[Episode], bool]
+    if ctx.lookback is not None:
+        last = last_distill(ctx.graph, ctx.team)
+        is_new = (lambda e: True) if last is None else (lambda e: e.ingested_at > last)  # noqa: E731
+    else:
+        raw = ctx.graph.get_meta(LEGACY_WATERMARK.format(team=ctx.team))
+        legacy = from_ms(int(raw)) if raw else None
+        # Arrived since the last night but timestamped before the window: read them too.
+        late = ctx.graph.pending_raw_episodes(ctx.team, ctx.now - window, legacy)
+        episodes = sorted({e.id: e for e in [*episodes, *late]}.values(), key=lambda e: (e.ts, e.id))
+        is_new = lambda e: pending_for_night(e, legacy)  # noqa: E731
+    people = frozenset(e.author.casefold() for e in episodes)
+    learnable = distinct_texts([e for e in episodes if is_learnable(e, people)])
+    new_ids = frozenset(e.id for e in episodes if is_new(e))
+
+    live = {x.id: x for x in ctx.graph.patterns(ctx.team) if x.status in PATTERN_LIVE}
+    wanted = sorted({eid for x in live.values() for eid in x.evidence_ids})
+    evidence = {e.id: e for e in ctx.graph.get_episodes(wanted)} if wanted else {}
+
+    vectors: dict[str, Vector] = {}
+    entities: dict[str, list[Mention]] = {}
+    fresh: list[list[Episode]] = []
+    if any(e.id in new_ids for e in learnable):
+        vectors = ctx.vectors_of("episodes", [e.id for e in learnable])
+        entities = ctx.graph.episode_entities([e.id for e in learnable])
+        fresh = [
+            members
+            for members in _groups(learnable, vectors, entities, people, s)
+            if any(e.id in new_ids for e in members)
+        ]
+    worth = [m for m in fresh if _worth_asking(m, s.reask_growth)]
+    answers = ctx.llm.distill_many([_request(ctx, m, entities, s.min_episodes) for m in worth]) if worth else []
+    drafts = [d for a in answers if not isinstance(a, Unanswered) for d in a]
+    statement_vectors = ctx.embed([d.statement for d in drafts]) if drafts else []
+    asked: list[AskedGroup] = []
+    for members, a in zip(worth, answers, strict=True):
+        n = 0 if isinstance(a, Unanswered) else len(a)
+        mine, statement_vectors = statement_vectors[:n], statement_vectors[n:]
+        asked.append(AskedGroup(tuple(members), a if isinstance(a, Unanswered) else tuple(a), tuple(mine)))
+
+    # Absorbing reads how close each live pattern's raw evidence is to its statement.
+    raw_evidence = sorted(
+        {i for x in live.values() if not x.pinned for i in x.evidence_ids if _is_raw(evidence.get(i))} - set(vectors)
+    )
+    if raw_evidence:
+        vectors |= ctx.vectors_of("episodes", raw_evidence)
+    return DistillInputs(
+        team=ctx.team,
+        lookback=ctx.lookback,
+        episodes=tuple(episodes),
+        new_ids=new_ids,
+        people=people,
+        learnable=tuple(learnable),
+        live=live,
+        evidence=evidence,
+        entities=entities,
+        episode_vectors=vectors,
+        pattern_vectors=ctx.vectors_of("patterns", list(live)) if live else {},
+        fresh_groups=len(fresh),
+        asked=tuple(asked),
+        prompt_id=ctx.llm.prompt_ids["distill"],
+    )
+
+
+def _is_raw(e: Episode | None) -> bool:
+    return e is not None and e.status is EpisodeStatus.RAW
+
+
+def _groups(
+    learnable: Sequence[Episode],
+    vectors: Mapping[str, Vector],
+    entities: Mapping[str, Sequence[Mention]],
+    people: frozenset[str],
+    s: DistillSettings,
+) -> list[list[Episode]]:
+    cands = [
+        Candidate(
+            e,
+            vectors[e.id].tolist(),
+            frozenset(m.key for m in entities.get(e.id, []) if m.role not in ("author", "channel")),
+            slots_of(e, entities, people),
+            topics(e.text),
+        )
+        for e in learnable
+        if e.id in vectors
+    ]
+    found = group_episodes(
+        cands, s.similarity_threshold, min_size=s.min_episodes, topic_bonus=s.topic_bonus, value_bonus=s.value_bonus
+    )
+    return [[c.episode for c in g.members] for g in found]
+
+
+def _worth_asking(members: Sequence[Episode], growth: float) -> bool:
+    """A group the model declined before is asked again once enough messages it did not see have
+    joined it: ``growth`` of the declined group's size, at least one. (Asking the same chatter again
+    would get the same answer and bill for it every night the channel is busy.)"""
+    seen = max((e.declined_size for e in members), default=0)
+    if seen == 0:
+        return True
+    unseen = sum(1 for e in members if e.declined_size == 0)
+    return unseen >= max(1, math.ceil(growth * seen))
+
+
+def _request(
+    ctx: StepContext, members: Sequence[Episode], entities: Mapping[str, Sequence[Mention]], min_support: int
+) -> DistillRequest:
+    return DistillRequest(
+        team=ctx.team,
+        group_key=group_key([e.id for e in members]),
+        episodes=tuple(
+            EpisodeView(
+                id=e.id, author=e.author, channel=e.channel, ts=e.ts, text=e.text, provenance=e.provenance.value
+            )
+            for e in members
+        ),
+        known_entities=tuple(sorted({m.name for e in members for m in entities.get(e.id, [])})),
+        min_support=min_support,
+        reference_time=ctx.now,
+    )
+
+
+def names_of(members: Sequence[Episode], entities: Mapping[str, Sequence[Mention]]) -> list[str]:
+    """The named things a group's episodes link (mentions, tags, projects, tools): named slots."""
+    return sorted({m.name for e in members for m in entities.get(e.id, []) if m.role not in ("author", "channel")})
+
+
+def slots_of(e: Episode, entities: Mapping[str, Sequence[Mention]], people: frozenset[str]) -> Slots:
+    return slots(e.text, names_of([e], entities), people, e.author)

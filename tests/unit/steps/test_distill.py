@@ -1,0 +1,175 @@
+"""Distill: its pure decision on plain data, the whole step on the in-memory stores, and its journal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+
+from taskzilla_sleep.llm.base import PatternDraft, Unanswered
+from taskzilla_sleep.models import Episode, EpisodeStatus, Evidence, PatternKind, PatternStatus
+from taskzilla_sleep.policies import pattern_id
+from taskzilla_sleep.steps import distill
+from taskzilla_sleep.steps.distill.plan import to_journal
+from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode, pattern, vector
+
+RULES = [
+    ("martin", "Keep pull requests small, under 300 changed lines."),
+    ("sara", "Please keep pull requests small: under 300 changed lines."),
+    ("joost", "Pull requests stay small, under 300 changed lines please."),
+    ("priya", "Small pull requests only, under 300 changed lines."),
+]
+STATEMENT = "Pull requests are kept small, under 300 changed lines."
+
+
+def rules(at: object = DAY) -> list[Episode]:
+    return [episode(f"r{i}", text, author, at=at) for i, (author, text) in enumerate(RULES)]  # type: ignore[arg-type]
+
+
+def draft(statement: str, members: Sequence[Episode], **over: object) -> PatternDraft:
+    base: dict[str, object] = {
+        "statement": statement,
+        "kind": PatternKind.NORM,
+        "confidence": 0.9,
+        "supporting_ids": tuple(e.id for e in members),
+        "evidence": Evidence.EXPLICIT_RULE,
+    }
+    return PatternDraft.model_validate(base | over)
+
+
+def inputs(
+    members: Sequence[Episode], answer: tuple[PatternDraft, ...] | Unanswered, **over: object
+) -> distill.DistillInputs:
+    statements = () if isinstance(answer, Unanswered) else tuple(vector(d.statement) for d in answer)
+    base: dict[str, object] = {
+        "team": TEAM,
+        "lookback": None,
+        "episodes": tuple(members),
+        "new_ids": frozenset(e.id for e in members),
+        "people": frozenset(e.author.casefold() for e in members),
+        "learnable": tuple(members),
+        "live": {},
+        "evidence": {},
+        "entities": {},
+        "episode_vectors": {e.id: vector(e.text) for e in members},
+        "pattern_vectors": {},
+        "fresh_groups": 1,
+        "asked": (distill.AskedGroup(tuple(members), answer, statements),),
+        "prompt_id": "test-distill",
+    }
+    return distill.DistillInputs(**(base | over))  # type: ignore[arg-type]
+
+
+def test_decide_adds_a_belief_marks_the_night_and_scores_it_from_its_ledger(fake: Fake) -> None:
+    members = rules()
+    plan = distill.decide(inputs(members, (draft(STATEMENT, members),)), fake.settings, NIGHT)
+    (change,) = plan.changes
+    assert change.action == "add" and change.pattern.id == pattern_id(TEAM, [e.id for e in members])
+    assert change.pattern.support_count == 4 and change.pattern.distinct_authors == 4
+    assert change.pattern.status is PatternStatus.ACTIVE and change.pattern.prompt_id == "test-distill"
+    assert sorted(change.absorb) == [e.id for e in members]  # each states the belief closely
+    assert [m.id for m in plan.marks] == sorted(e.id for e in members)
+    assert all(m.distilled_at == NIGHT for m in plan.marks)
+    assert plan.counts()["patterns_added"] == 1 and plan.written_patterns() == [change.pattern]
+    assert plan.pattern_lags() == [round((NIGHT - DAY).total_seconds(), 3)]
+
+
+def test_decide_refuses_a_question_however_the_model_says_it(fake: Fake) -> None:
+    members = rules()
+    plan = distill.decide(inputs(members, (draft("Should pull requests be small?", members),)), fake.settings, NIGHT)
+    assert plan.changes == [] and plan.seen.non_beliefs == 1
+
+
+def test_decide_drops_support_that_disagrees_on_a_value(fake: Fake) -> None:
+    members = [*rules(), episode("r9", "Keep pull requests under 800 changed lines.", "lea")]
+    plan = distill.decide(inputs(members, (draft(STATEMENT, members),)), fake.settings, NIGHT)
+    (change,) = plan.changes
+    assert "ep-r9" not in change.pattern.evidence_ids and plan.seen.support_dropped == 1
+
+
+def test_decide_bumps_the_belief_it_restates_instead_of_duplicating_it(fake: Fake) -> None:
+    old = rules(at=DAY - timedelta(days=2))[:3]
+    known = pattern("pat-prs", STATEMENT, old)
+    new = [episode("r7", "Keep pull requests small please, under 300 changed lines.", "lea")]
+    members = [*old, *new]
+    got = inputs(
+        members,
+        (draft(STATEMENT, members),),
+        live={known.id: known},
+        evidence={e.id: e for e in old},
+        pattern_vectors={known.id: vector(STATEMENT)},
+        new_ids=frozenset({"ep-r7"}),
+    )
+    plan = distill.decide(got, fake.settings, NIGHT)
+    (change,) = plan.changes
+    assert change.action == "bump" and change.pattern.id == "pat-prs" and change.pattern.support_count == 4
+    assert change.before == known and change.before_digest is not None
+
+
+def test_decide_keeps_a_group_without_a_usable_answer_pending_and_fails_the_step(fake: Fake) -> None:
+    members = rules()
+    plan = distill.decide(inputs(members, Unanswered("not JSON")), fake.settings, NIGHT)
+    assert plan.failure and "none of 1 group(s)" in plan.failure
+    assert plan.seen.retry_groups == 1 and all(
+        m.distill_attempts == 1 and "distilled_at" not in m.model_fields_set for m in plan.marks
+    )
+
+
+def test_decide_remembers_a_declined_group_on_its_episodes(fake: Fake) -> None:
+    members = rules()
+    plan = distill.decide(inputs(members, ()), fake.settings, NIGHT)
+    assert plan.changes == [] and plan.seen.declined_groups == 1
+    assert {m.declined_size for m in plan.marks} == {4}
+
+
+def test_a_watchdog_distill_leaves_the_night_its_episodes_but_remembers_a_decline(fake: Fake) -> None:
+    members = rules()
+    plan = distill.decide(inputs(members, (), lookback=timedelta(hours=2)), fake.settings, NIGHT)
+    assert [m.changes() for m in plan.marks] == [{"declined_size": 4}] * 4  # no distilled_at: the night reads them
+    answered = distill.decide(
+        inputs(members, (draft(STATEMENT, members),), lookback=timedelta(hours=2)), fake.settings, NIGHT
+    )
+    assert answered.marks == [] and len(answered.changes) == 1
+
+
+def test_the_step_on_the_fake_writes_the_pattern_its_vector_the_marks_and_closes_the_journal(fake: Fake) -> None:
+    fake.add(*rules(), episode("chat", "good morning all", "lea"))
+    fake.llm.beliefs = belief_of_all(STATEMENT)
+    ctx = fake.ctx()
+    plan = distill.decide(distill.read(ctx), fake.settings, NIGHT)
+    assert len(fake.llm.asked) == 1 and {e.id for e in fake.llm.asked[0].episodes} == {f"ep-r{i}" for i in range(4)}
+    counts = distill.write(ctx, plan)
+    assert counts["patterns_added"] == 1 and counts["absorbed"] == 4
+    (p,) = fake.graph.patterns(TEAM)
+    assert p.statement == STATEMENT and fake.vectors.present(TEAM, "patterns") == {p.id}
+    assert {e.status for e in fake.graph.get_episodes([f"ep-r{i}" for i in range(4)])} == {EpisodeStatus.ABSORBED}
+    assert fake.graph.get_meta(distill.JOURNAL.format(team=TEAM)) == ""
+    assert distill.last_distill(fake.graph, TEAM) == NIGHT
+    # The next night finds nothing new: nothing is asked, nothing changes.
+    again = distill.decide(distill.read(fake.ctx(NIGHT + timedelta(days=1))), fake.settings, NIGHT)
+    assert len(fake.llm.asked) == 1 and again.changes == [] and again.marks == []
+
+
+def test_a_journal_left_by_a_crash_is_finished_by_resume(fake: Fake) -> None:
+    fake.add(*rules())
+    fake.llm.beliefs = belief_of_all(STATEMENT)
+    ctx = fake.ctx()
+    plan = distill.decide(distill.read(ctx), fake.settings, NIGHT)
+    fake.graph.set_meta(distill.JOURNAL.format(team=TEAM), json.dumps(to_journal(plan)))  # then the process died
+    assert distill.resume(fake.ctx())["patterns_added"] == 1  # type: ignore[index]
+    assert [p.statement for p in fake.graph.patterns(TEAM)] == [STATEMENT]
+    assert distill.resume(fake.ctx()) is None  # finished: nothing left to resume
+
+
+def test_a_journal_of_the_previous_format_is_read(fake: Fake) -> None:
+    fake.add(*rules())
+    legacy = {
+        "team": TEAM,
+        "now": NIGHT.isoformat(),
+        "changes": [],
+        "marks": [{"id": "ep-r0", "set": {"distilled_at": int(NIGHT.timestamp() * 1000), "declined_size": 3}}],
+    }
+    fake.graph.set_meta(distill.JOURNAL.format(team=TEAM), json.dumps(legacy))
+    distill.resume(fake.ctx())
+    (e,) = fake.graph.get_episodes(["ep-r0"])
+    assert e.distilled_at == NIGHT and e.declined_size == 3
