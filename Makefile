@@ -56,7 +56,7 @@ browser:
 test: $(STAMP) $(NEO4J_CP) browser lint typecheck
 	$(BIN)/pytest -rs tests
 
-# The numbers of SPEC §7 against real backends (BENCHMARKS.md): FalkorDB + Chroma embedded and
+# The product's numbers against real backends (BENCHMARKS.md): FalkorDB + Chroma embedded and
 # Neo4j + Chroma server on a synthetic busy team (30 days + the measured night + a watchdog day),
 # and the Ubuntu IRC stream; the LLM is the OpenAI-compatible stub over HTTP. Results in
 # .tmp/bench/ (bench.json, bench.md). BENCH_ARGS=--quick for a smoke run of a few minutes;

@@ -2,8 +2,8 @@
 
 Write endpoints (POST) require ``Authorization: Bearer <TASKZILLA_API_TOKEN>`` when that variable
 is set (the scheme in any case, RFC 7235). Bodies larger than ``api.max_body_bytes`` are refused
-with 413 before they are read. Bad input is a 4xx, never a 5xx: an InputError from below is 422, a
-store that fails is 503.
+with 413 before they are read. Bad input is a 4xx, never a 5xx: a NotFound is 404, a Conflict 409,
+any other InputError 422; a store that fails is 503.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep import contradictions as human_loop
-from taskzilla_sleep.errors import InputError, StoreError
+from taskzilla_sleep.errors import Conflict, InputError, NotFound, StoreError
 from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, validate_item
 from taskzilla_sleep.models import TEAM_RE, Contradiction, EpisodeIn, StorableStr
 from taskzilla_sleep.recall import RecallItem, recall
@@ -139,6 +139,16 @@ def create_app(deps: ApiDeps) -> FastAPI:
 
     app.add_middleware(BodyLimit, limit=limit)
 
+    # The error's type says what happened (the most specific handler wins): a name that does not
+    # exist is 404, a request the current state refuses is 409, any other bad input 422.
+    @app.exception_handler(NotFound)
+    async def not_found(_request: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(Conflict)
+    async def conflict(_request: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
     @app.exception_handler(InputError)
     async def input_error(_request: Request, exc: InputError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=422)
@@ -225,20 +235,16 @@ def create_app(deps: ApiDeps) -> FastAPI:
 
     @app.post("/contradictions/{cid}/resolve", response_model=Contradiction, dependencies=[Depends(authorize)])
     def post_resolve(cid: str, body: ResolveBody) -> Contradiction:
-        try:
-            return human_loop.resolve(
-                deps.graph,
-                deps.vectors,
-                cid,
-                body.keep,
-                body.by,
-                body.note,
-                deps.clock(),
-                deps.settings.distill.confidence_floor,
-            )
-        except InputError as exc:
-            code = 404 if "no contradiction" in str(exc) else 409
-            raise HTTPException(status_code=code, detail=str(exc)) from exc
+        return human_loop.resolve(
+            deps.graph,
+            deps.vectors,
+            cid,
+            body.keep,
+            body.by,
+            body.note,
+            deps.clock(),
+            deps.settings.distill.confidence_floor,
+        )
 
     @app.get("/status")
     def get_status() -> dict[str, Any]:

@@ -9,11 +9,9 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -24,7 +22,6 @@ from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.models import TEAM_RE
 from taskzilla_sleep.settings import Secrets, Settings, load_settings, parse_scalar
 
-SAMPLE = "data/sample_week.jsonl"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -250,9 +247,10 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     except UnicodeDecodeError as exc:
         print(f"taskzilla-sleep: {source}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
         return 1
+    from taskzilla_sleep.ingest import Limits, episode_lines, parse_episode_lines
+
     lines = episode_lines(text)
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
-    from taskzilla_sleep.ingest import Limits, parse_episode_lines
 
     parse_episode_lines(lines, source, Limits.of(settings.ingest), _now(args))
     with build(settings, secrets) as services:
@@ -287,89 +285,13 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
     return 1 if args.check and report.drift else 0
 
 
-def episode_lines(text: str) -> list[str]:
-    """JSON Lines end at \n only: U+2028, U+2029, U+0085 (legal raw inside a JSON string) and a
-    lone \r are not line breaks there, as str.splitlines() would make them (a CRLF's \r is JSON
-    whitespace)."""
-    return text.split("\n")
-
-
-def sample_lines() -> list[str]:
-    return episode_lines(resources.files("taskzilla_sleep").joinpath(SAMPLE).read_text(encoding="utf-8"))
-
-
-DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled week
-
-
 def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep import facts
-    from taskzilla_sleep.app import build
-    from taskzilla_sleep.pipeline import NightRequest, run_night
-    from taskzilla_sleep.report.night import render_night
-    from taskzilla_sleep.status import collect_status
+    from taskzilla_sleep.demo import run_demo
 
-    # The demo always runs on the embedded defaults, offline: no server, no network, no model hub.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     chosen = args.data_dir is not None or bool(os.environ.get("TASKZILLA_DATA_DIR"))
-    tmp = None if chosen else tempfile.TemporaryDirectory(prefix="taskzilla-demo-")
-    data_dir = Path(tmp.name) if tmp else settings.data_dir
-    embedded = settings.model_copy(
-        update={
-            "data_dir": data_dir,
-            "graph": settings.graph.model_copy(update={"backend": "falkordb"}),
-            "vector": settings.vector.model_copy(update={"backend": "chroma-embedded"}),
-            "embeddings": settings.embeddings.model_copy(update={"provider": "offline"}),
-            "llm": settings.llm.model_copy(update={"model": None}),
-        }
-    )
-    now = datetime.fromisoformat(DEMO_NIGHT)
-    try:
-        with build(embedded, secrets) as s:
-            report = s.ingestor(clock=lambda: now).ingest_lines(sample_lines(), f"taskzilla_sleep/{SAMPLE}")
-            fact = facts.pin(
-                s.graph,
-                s.vectors,
-                "platform",
-                "Martin Vos is the engineering manager of the platform team.",
-                by="martin",
-                now=now,
-                entity="martin",
-            )
-            result = run_night(s, NightRequest(now=now, trigger="demo"))
-            night = render_night(result, s.graph)
-            # The stores already open answer the status (re-opening the embedded server right after
-            # closing it only adds a restart to the demo).
-            status = collect_status(embedded, secrets, s.graph, s.vectors)
-        where = "a temporary folder (removed on exit)" if tmp else str(data_dir)
-        text = "\n".join(
-            [
-                f"demo: the bundled sample week of team 'platform', embedded stores in {where}",
-                f"ingest: {report.summary()}",
-                f"pinned fact: {fact.id} {fact.statement}",
-                "",
-                night,
-                "",
-                f"memory index the bot loads: {embedded.memory_dir / 'platform' / 'MEMORY.md'}",
-                *(
-                    f"  {line}"
-                    for line in (embedded.memory_dir / "platform" / "MEMORY.md").read_text("utf-8").splitlines()
-                    if line.startswith("- ")
-                ),
-                "",
-                status.render(),
-            ]
-        )
-        _emit(
-            args,
-            {"ingest": {"new": report.new, "present": report.present, "skipped": report.skipped}}
-            | {"night": result.run.model_dump(mode="json")}
-            | {"status": status.model_dump(mode="json")},
-            text,
-        )
-        return 0 if status.healthy and result.ok else 1
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    result = run_demo(settings, secrets, keep_dir=chosen)
+    _emit(args, result.data, result.text)
+    return 0 if result.ok else 1
 
 
 def _now(args: argparse.Namespace) -> datetime:
@@ -406,8 +328,7 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
 @contextlib.contextmanager
 def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator[None]:
     """Hold the worker's lease around a run-once: a worker's night and another run-once never overlap it."""
-    from taskzilla_sleep.lease import Lease, holder_id
-    from taskzilla_sleep.worker import LEASE_NAME
+    from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
 
     lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("run-once"))
 
@@ -422,12 +343,8 @@ def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator
     waited = lease.acquire(wait=wait, on_busy=tell)
     if waited >= 1:
         print(f"taskzilla-sleep: got the {LEASE_NAME} lease after {waited:.0f} s", file=sys.stderr, flush=True)
-    lease.keep_alive()
-    try:
-        lease.abandon_dead_runs()
+    with holding(lease):
         yield
-    finally:
-        lease.release()
 
 
 @contextlib.contextmanager
@@ -520,31 +437,12 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
             print(f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})")
             return 0
         found = s.graph.contradictions(status=args.status)
-        pats = {
-            p.id: p for p in s.graph.patterns_by_id([i for c in found for i in (c.old_pattern_id, c.new_pattern_id)])
-        }
-        lines: list[str] = []
-        for c in found:
-            old, new = pats.get(c.old_pattern_id), pats.get(c.new_pattern_id)
-            what = "a change to confirm" if c.kind.value == "update" else "people disagree"
-            head = f"{c.id} [{c.status.value}, {c.kind.value}: {what}]"
-            lines.append(f"{head} opened {c.opened_at.isoformat()} ({c.team})")
-            lines.append(
-                f"  old: {old.statement if old else c.old_pattern_id} ({old.support_count if old else 0} episodes)"
-            )
-            lines.append(
-                f"  new: {new.statement if new else c.new_pattern_id} ({new.support_count if new else 0} episodes)"
-            )
-            if c.status.value == "resolved":
-                lines.append(f"  resolved: kept {c.resolution} by {c.resolved_by}" + (f" — {c.note}" if c.note else ""))
-            else:
-                if c.kind.value == "update":
-                    lines.append(f"  confirm: taskzilla-sleep contradictions resolve {c.id} --keep new --by NAME")
-                lines.append(f"  resolve: taskzilla-sleep contradictions resolve {c.id} --keep new|old|both --by NAME")
+        beliefs = {p.id: p for p in s.graph.patterns_by_id([i for c in found for i in c.pattern_ids])}
+        lines = [line for c in found for line in contradictions.describe(c, beliefs)]
         data = [
             c.model_dump(mode="json")
-            | {"old": pats[c.old_pattern_id].statement if c.old_pattern_id in pats else None}
-            | {"new": pats[c.new_pattern_id].statement if c.new_pattern_id in pats else None}
+            | {"old": beliefs[c.old_pattern_id].statement if c.old_pattern_id in beliefs else None}
+            | {"new": beliefs[c.new_pattern_id].statement if c.new_pattern_id in beliefs else None}
             for c in found
         ]
         _emit(args, data, "\n".join(lines) or f"(no {args.status} contradictions)")

@@ -8,11 +8,19 @@ never superseded. Resolving a closed contradiction is refused.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
 from taskzilla_sleep.errors import Conflict, InputError
-from taskzilla_sleep.models import Contradiction, ContradictionStatus, Pattern, PatternStatus, unstorable
+from taskzilla_sleep.models import (
+    Contradiction,
+    ContradictionKind,
+    ContradictionStatus,
+    Pattern,
+    PatternStatus,
+    unstorable,
+)
 from taskzilla_sleep.policies import status_for
 from taskzilla_sleep.stores.ports import GraphStore, PatternUpdate, VectorStore
 
@@ -25,6 +33,24 @@ def resolve_command(contradiction_id: str, keep: str = KEEP_CHOICES, note: bool 
     return f"taskzilla-sleep contradictions resolve {contradiction_id} --keep {keep} --by NAME" + (
         " [--note TEXT]" if note else ""
     )
+
+
+def describe(c: Contradiction, beliefs: Mapping[str, Pattern]) -> list[str]:
+    """One contradiction as `contradictions list` shows it: both beliefs, and how to resolve it."""
+    old, new = beliefs.get(c.old_pattern_id), beliefs.get(c.new_pattern_id)
+    what = "a change to confirm" if c.kind is ContradictionKind.UPDATE else "people disagree"
+    lines = [
+        f"{c.id} [{c.status.value}, {c.kind.value}: {what}] opened {c.opened_at.isoformat()} ({c.team})",
+        f"  old: {old.statement if old else c.old_pattern_id} ({old.support_count if old else 0} episodes)",
+        f"  new: {new.statement if new else c.new_pattern_id} ({new.support_count if new else 0} episodes)",
+    ]
+    if c.status is ContradictionStatus.RESOLVED:
+        lines.append(f"  resolved: kept {c.resolution} by {c.resolved_by}" + (f" — {c.note}" if c.note else ""))
+        return lines
+    if c.kind is ContradictionKind.UPDATE:
+        lines.append(f"  confirm: {resolve_command(c.id, keep='new')}")
+    lines.append(f"  resolve: {resolve_command(c.id)}")
+    return lines
 
 
 def resolve(

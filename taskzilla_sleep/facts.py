@@ -1,4 +1,4 @@
-"""Pinned facts (seed 000's user facts): declared by a person, immune to every step, shown first by recall.
+"""Pinned facts: declared by a person (name, role, employer …), immune to every step, shown first by recall.
 
 A pinned fact is a Pattern of kind ``fact`` with ``pinned`` set and confidence locked at 1.0:
 prune, distill, reflect and decay never prune, bump, merge, contest away, rewrite or decay it.

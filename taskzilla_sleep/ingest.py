@@ -4,7 +4,7 @@ Bad input is reported with file, line, field and reason, and nothing from that f
 the schema, the characters the stores can hold, timestamps in a sane range, and ids — an id
 already stored (or used earlier in the file) with other content is an error, with the same content
 a no-op. The graph write itself is all or nothing (see ``GraphStore.upsert_episodes``).
-Write discipline (SPEC §4) skips content a connected tool can re-derive: counted and logged, not
+Write discipline skips content a connected tool can re-derive: counted and logged, not
 stored.
 """
 
@@ -130,6 +130,13 @@ def validate_item(obj: object, limits: Limits, now: datetime) -> EpisodeIn | tup
     return limits.problem(item, now) or item
 
 
+def episode_lines(text: str) -> list[str]:
+    """JSON Lines end at \\n only: U+2028, U+2029, U+0085 (legal raw inside a JSON string) and a
+    lone \\r are not line breaks there, as str.splitlines() would make them (a CRLF's \\r is JSON
+    whitespace)."""
+    return text.split("\n")
+
+
 def parse_episode_lines(
     lines: Iterable[str], source: str, limits: Limits, now: datetime
 ) -> list[tuple[int, EpisodeIn]]:
@@ -210,7 +217,7 @@ def _same_content(a: Episode, b: Episode, where: str) -> str | None:
 
 
 class WriteDiscipline:
-    """Skips what a connected tool can re-derive (Kent's derivability principle)."""
+    """Skips what a connected tool can re-derive: never store what can be fetched live from its source."""
 
     def __init__(self, rules: Mapping[str, ConnectorRule]) -> None:
         self._rules = [

@@ -10,12 +10,13 @@ the holder was a process on this machine (same host and pid namespace) that no l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import structlog
 
@@ -23,6 +24,8 @@ from taskzilla_sleep.errors import StoreError, TaskzillaError
 from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim
 
 log = structlog.get_logger(__name__)
+
+LEASE_NAME = "consolidation"  # the one lease every night, watchdog distill and run-once holds
 
 
 def holder_id(role: str = "worker") -> str:
@@ -174,3 +177,16 @@ class Lease:
 
         self._renewer = threading.Thread(target=renew, name=f"lease-{self.name}", daemon=True)
         self._renewer.start()
+
+
+@contextlib.contextmanager
+def holding(lease: Lease) -> Iterator[None]:
+    """The holder's side, once the lease is taken: runs a dead process left unfinished are marked
+    abandoned (safe only for the holder), the lease is renewed while the body runs and released after
+    it, also on an error, Ctrl-C or SIGTERM."""
+    lease.keep_alive()
+    try:
+        lease.abandon_dead_runs()
+        yield
+    finally:
+        lease.release()

@@ -23,14 +23,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from taskzilla_sleep.models import Run
-from taskzilla_sleep.report.model import Night, night_of
+from taskzilla_sleep.report.nights import Night, night_of, percentile
 from taskzilla_sleep.report.signals import (
     HEALTH_RANK,
     contradictions_signal,
     failed_steps_signal,
     memory_index_signal,
     merges_signal,
-    percentile,
     store_growth_signal,
 )
 from taskzilla_sleep.stores.ports import GraphCounts

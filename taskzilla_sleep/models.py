@@ -398,7 +398,7 @@ class Run(BaseModel):
     sizes_after: dict[str, int] = Field(default_factory=dict)
     # Availability lag of the patterns this run created (third supporting episode -> recallable).
     pattern_lags_s: list[float] = Field(default_factory=list)
-    # Entries of the memory index rebuilt after the run (Kent: stable, near the cap).
+    # Entries of the memory index rebuilt after the run (healthy: stable, near the cap).
     memory_index_entries: int | None = None
 
 

@@ -366,21 +366,21 @@ class Ledger:
     llm_confidence: float | None
 
 
-def ledger_confidence(led: Ledger) -> float:
+def ledger_confidence(evidence: Ledger) -> float:
     """Evidence, not vibes: more supporting episodes, from more people, raise it; counter-evidence lowers it.
 
     base = support / (support + 1 + 2·counter): 3 → 0.75, 5 → 0.83, 9 → 0.90
     people = 0.8 with one author, 1.0 with two or more (one person repeating is weaker evidence)
     the model's own confidence, when there is one, is averaged in with weight 0.5.
     """
-    if led.support <= 0:
+    if evidence.support <= 0:
         return 0.0
-    base = led.support / (led.support + 1 + 2 * led.counter)
-    people = 0.8 if led.authors <= 1 else 1.0
-    spread = min(1.0, 0.95 + 0.05 * led.channels)
+    base = evidence.support / (evidence.support + 1 + 2 * evidence.counter)
+    people = 0.8 if evidence.authors <= 1 else 1.0
+    spread = min(1.0, 0.95 + 0.05 * evidence.channels)
     ledger = base * people * spread
-    if led.llm_confidence is not None:
-        ledger = 0.5 * ledger + 0.5 * led.llm_confidence * min(1.0, people + 0.1)
+    if evidence.llm_confidence is not None:
+        ledger = 0.5 * ledger + 0.5 * evidence.llm_confidence * min(1.0, people + 0.1)
     return round(max(0.0, min(1.0, ledger)), 4)
 
 

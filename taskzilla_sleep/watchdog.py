@@ -1,4 +1,4 @@
-"""The daytime watchdog (SPEC §3): a small distill so that a rule taught at 10:00 is usable by ~10:35.
+"""The daytime watchdog: a small distill so that a rule taught at 10:00 is usable by ~10:35.
 
 Due when at least ``watchdog.episode_threshold`` new raw episodes arrived since the last distill
 (nightly or watchdog) and at least ``watchdog.cooldown_minutes`` have passed since it. The distill

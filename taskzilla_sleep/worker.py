@@ -27,15 +27,13 @@ import structlog
 
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.lease import Lease, holder_id
+from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
 from taskzilla_sleep.models import RunTrigger, StepName
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.watchdog import watchdog_due
 
 log = structlog.get_logger(__name__)
-
-LEASE_NAME = "consolidation"
 
 
 class Worker:
@@ -157,12 +155,8 @@ class Worker:
             holder, _ = self.lease.holder()
             log.info("lease_busy", work=what, holder=holder)
             return False
-        self.lease.keep_alive()
-        try:
-            self.lease.abandon_dead_runs()
+        with holding(self.lease):
             work()
-        finally:
-            self.lease.release()
         return True
 
     def _night(self, night: datetime, key: str, trigger: RunTrigger) -> None:

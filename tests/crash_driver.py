@@ -20,7 +20,7 @@ from pathlib import Path
 
 from taskzilla_sleep import facts
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.cli import sample_lines
+from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.reconcile import reconcile

@@ -1,1 +1,1 @@
-"""The benchmarks of SPEC §7: ``make bench`` (run.py), the synthetic team (generate.py), quality (quality.py)."""
+"""The benchmarks (BENCHMARKS.md): ``make bench`` (run.py), the synthetic team (generate.py), quality (quality.py)."""

@@ -412,7 +412,7 @@ def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="the hard-case judgement harness (issue 10)")
+    ap = argparse.ArgumentParser(description="the hard-case judgement harness")
     ap.add_argument("--weeks", default=",".join(WEEKS))
     ap.add_argument("--providers", default=",".join(PROVIDERS))
     ap.add_argument("--work", type=Path, default=ROOT / ".tmp" / "hard-cases")

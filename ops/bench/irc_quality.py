@@ -1,4 +1,4 @@
-"""Judgement on real chat nobody tuned for: the first days of the Ubuntu IRC stream (issue 10).
+"""Judgement on real chat nobody tuned for: the first days of the Ubuntu IRC stream (BENCHMARKS.md, Judgement).
 
     python -m ops.bench.irc_quality [--days 5] [--irc-path FILE] [--work DIR] [--seed 10] [--json FILE] [--md FILE]
 
@@ -217,7 +217,7 @@ def render(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from ops.bench.irc import DEFAULT_PATH
 
-    ap = argparse.ArgumentParser(description="IRC judgement figures (issue 10)")
+    ap = argparse.ArgumentParser(description="IRC judgement figures")
     ap.add_argument("--days", type=int, default=5)
     ap.add_argument("--irc-path", type=Path, default=DEFAULT_PATH)
     ap.add_argument("--work", type=Path, default=ROOT / ".tmp" / "irc-quality")

@@ -1,4 +1,4 @@
-"""``make bench``: the numbers of SPEC §7, measured against real backends.
+"""``make bench``: the product's numbers (BENCHMARKS.md), measured against real backends.
 
     python -m ops.bench.run [--quick] [--out DIR] [--pairs falkordb,neo4j] [--no-irc] [--no-quality]
                             [--days 30] [--per-day 2000] [--irc-days 30] [--llm-latency 0.25]
@@ -389,7 +389,7 @@ def ratios(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="taskzilla-sleep benchmarks (SPEC §7)")
+    ap = argparse.ArgumentParser(description="taskzilla-sleep benchmarks (BENCHMARKS.md)")
     ap.add_argument("--quick", action="store_true", help="small sizes for a smoke run (minutes)")
     ap.add_argument("--out", type=Path, default=ROOT / ".tmp" / "bench")
     ap.add_argument("--pairs", default="falkordb,neo4j", help="backend pairs for the synthetic team")

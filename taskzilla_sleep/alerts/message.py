@@ -94,9 +94,6 @@ class AlertMessage(_Frozen):
     @property
     def text(self) -> str:
         """The whole message as plain text."""
-        # Imported here: render.py builds on this module, not the other way round.
-        from taskzilla_sleep.alerts.render import render_plain
-
         return render_plain(self)
 
 
@@ -232,3 +229,14 @@ def format_summary(
 ) -> AlertMessage:
     """An optional nightly summary (``alerts.nightly_summary``): free text, trimmed per channel."""
     return AlertMessage(kind="summary", id=key, team=team, title=title, sections=(Section(body=text.strip()),))
+
+
+def _section_plain(s: Section) -> str:
+    parts = [p for p in (s.heading, s.body) if p]
+    parts += [f"  {c}" for c in s.code]
+    return "\n".join(parts)
+
+
+def render_plain(msg: AlertMessage) -> str:
+    """The whole message as plain text: the title, then each section (commands indented)."""
+    return "\n\n".join([msg.title, *(_section_plain(s) for s in msg.sections)])

@@ -12,26 +12,15 @@ import html
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from taskzilla_sleep.alerts.message import AlertMessage, Section
+from taskzilla_sleep.alerts.message import AlertMessage, Section, render_plain
 from taskzilla_sleep.text import ELLIPSIS, one_line
 
-Row = dict[str, Any]  # a JSON body
+Json = dict[str, Any]  # a JSON body
 
 TELEGRAM_MAX_CHARS = 4096  # Bot API sendMessage limit (measured here in UTF-16 units, like Telegram)
 SLACK_HEADER_MAX = 150
 SLACK_SECTION_MAX = 3000
 SLACK_MAX_BLOCKS = 50
-
-
-def _section_plain(s: Section) -> str:
-    parts = [p for p in (s.heading, s.body) if p]
-    parts += [f"  {c}" for c in s.code]
-    return "\n".join(parts)
-
-
-def render_plain(msg: AlertMessage) -> str:
-    """The whole message as plain text: the title, then each section (commands indented)."""
-    return "\n\n".join([msg.title, *(_section_plain(s) for s in msg.sections)])
 
 
 def _cut(text: str, keep: int) -> str:
@@ -102,10 +91,10 @@ def _telegram_html(title: str, sections: Sequence[Section]) -> str:
     return "\n\n".join(out)
 
 
-def telegram_payload(msg: AlertMessage, chat_id: str) -> Row:
+def telegram_payload(msg: AlertMessage, chat_id: str) -> Json:
     """Bot API ``sendMessage`` body: HTML parse mode, escaped, within 4096 characters."""
     _, text, ok = _fit(msg.sections, lambda ss: _telegram_html(msg.title, ss), TELEGRAM_MAX_CHARS, utf16_len)
-    body: Row = {"chat_id": chat_id, "link_preview_options": {"is_disabled": True}}
+    body: Json = {"chat_id": chat_id, "link_preview_options": {"is_disabled": True}}
     if ok:
         return body | {"text": text, "parse_mode": "HTML"}
     # Only essential parts left and still too long: plain text can be clipped anywhere safely.
@@ -147,9 +136,9 @@ def _slack_pieces(s: Section) -> Iterator[Section]:
         first = False
 
 
-def slack_payload(msg: AlertMessage) -> Row:
+def slack_payload(msg: AlertMessage) -> Json:
     """Incoming-webhook body: ``text`` (the notification fallback) and ``blocks`` of mrkdwn sections."""
-    blocks: list[Row] = [
+    blocks: list[Json] = [
         {
             "type": "header",
             "text": {"type": "plain_text", "text": one_line(msg.title, SLACK_HEADER_MAX), "emoji": False},
@@ -170,9 +159,9 @@ def slack_payload(msg: AlertMessage) -> Row:
 # -- generic webhook -----------------------------------------------------------------------------
 
 
-def webhook_payload(msg: AlertMessage, idempotency_key: str) -> Row:
+def webhook_payload(msg: AlertMessage, idempotency_key: str) -> Json:
     """Generic JSON webhook body: the structured alert plus its plain text."""
-    body: Row = {
+    body: Json = {
         "type": msg.kind,
         "id": msg.id,
         "team": msg.team,

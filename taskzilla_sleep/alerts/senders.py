@@ -18,7 +18,7 @@ import httpx
 from pydantic import SecretStr
 
 from taskzilla_sleep.alerts.message import AlertMessage
-from taskzilla_sleep.alerts.render import Row, slack_payload, telegram_payload, webhook_payload
+from taskzilla_sleep.alerts.render import Json, slack_payload, telegram_payload, webhook_payload
 from taskzilla_sleep.errors import ConfigError, DeliveryError
 from taskzilla_sleep.settings import AlertChannel, AlertSettings
 
@@ -71,7 +71,7 @@ class Sender(ABC):
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False, transport=transport)
 
     @abstractmethod
-    def payload(self, msg: AlertMessage, idempotency_key: str) -> Row: ...
+    def payload(self, msg: AlertMessage, idempotency_key: str) -> Json: ...
 
     def mask(self, text: str) -> str:
         for s in self._secrets:
@@ -130,7 +130,7 @@ class SlackSender(Sender):
     def __init__(self, channel: str, url: str, timeout_s: float, transport: httpx.BaseTransport | None = None) -> None:
         super().__init__(channel, url, _url_secrets(url), timeout_s, transport)
 
-    def payload(self, msg: AlertMessage, idempotency_key: str) -> Row:
+    def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
         return slack_payload(msg)
 
 
@@ -140,7 +140,7 @@ class WebhookSender(Sender):
     def __init__(self, channel: str, url: str, timeout_s: float, transport: httpx.BaseTransport | None = None) -> None:
         super().__init__(channel, url, _url_secrets(url), timeout_s, transport)
 
-    def payload(self, msg: AlertMessage, idempotency_key: str) -> Row:
+    def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
         return webhook_payload(msg, idempotency_key)
 
 
@@ -161,7 +161,7 @@ class TelegramSender(Sender):
         super().__init__(channel, url, [url, token, token.partition(":")[2]], timeout_s, transport)
         self.chat_id = chat_id
 
-    def payload(self, msg: AlertMessage, idempotency_key: str) -> Row:
+    def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
         return telegram_payload(msg, self.chat_id)
 
     def _detail(self, resp: httpx.Response) -> str:

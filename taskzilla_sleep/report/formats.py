@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from taskzilla_sleep.report.model import Night, StepFigures
+from taskzilla_sleep.report.nights import Night, StepFigures
 
 # The store sizes the per-night tables show before → after, in column order.
 SIZE_KEYS = ("episodes_total", "vectors_episodes", "patterns_live", "contradictions_open", "tombstones")

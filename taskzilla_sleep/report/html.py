@@ -12,7 +12,8 @@ from zoneinfo import ZoneInfo
 
 from taskzilla_sleep.models import STEP_NAMES, StepName
 from taskzilla_sleep.report.formats import SIZE_KEYS, before_after, day, duration, number, step_cell, when
-from taskzilla_sleep.report.model import Night, Report
+from taskzilla_sleep.report.model import Report
+from taskzilla_sleep.report.nights import Night
 from taskzilla_sleep.report.svg import ChartKind, ChartSeries, svg_chart
 
 COLORS = ("#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
@@ -21,11 +21,8 @@ from taskzilla_sleep.models import (
     Contradiction,
     Pattern,
     Run,
-    RunTrigger,
-    StepName,
-    StepResult,
-    StepStatusName,
 )
+from taskzilla_sleep.report.nights import Night, night_of, percentile
 from taskzilla_sleep.report.signals import (
     HEALTH_RANK,
     Health,
@@ -34,24 +31,9 @@ from taskzilla_sleep.report.signals import (
     failed_steps_signal,
     memory_index_signal,
     merges_signal,
-    percentile,
     pinned_facts_signal,
     store_growth_signal,
 )
-
-NightStatus = Literal["ok", "failed", "incomplete"]
-
-# Which step count feeds which per-night column (step, key in StepResult.counts). The text view's
-# per-night table follows this order.
-COUNT_KEYS: dict[str, tuple[StepName, str]] = {
-    "patterns_added": ("distill", "patterns_added"),
-    "evidence_bumps": ("distill", "evidence_bumps"),
-    "merges": ("reflect", "merges"),
-    "contradictions_opened": ("reflect", "contradictions"),
-    "absorbed": ("distill", "absorbed"),
-    "retired": ("decay", "retired"),
-    "pruned": ("prune", "pruned"),
-}
 
 
 class LedgerReader(Protocol):
@@ -64,65 +46,6 @@ class LedgerReader(Protocol):
     def patterns(self, team: str) -> list[Pattern]: ...
 
     def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]: ...
-
-
-class StepFigures(BaseModel):
-    step: StepName
-    status: StepStatusName
-    duration_s: float | None = None
-    counts: dict[str, int] = Field(default_factory=dict)
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    error: str | None = None
-
-
-class Night(BaseModel):
-    """One run of the ledger, flattened into what ops compare night to night."""
-
-    run_id: str
-    trigger: RunTrigger
-    now: datetime
-    slot: str | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
-    status: NightStatus
-    steps: list[StepFigures] = Field(default_factory=list)
-    patterns_added: int = 0
-    evidence_bumps: int = 0
-    merges: int = 0
-    contradictions_opened: int = 0
-    absorbed: int = 0
-    retired: int = 0
-    pruned: int = 0
-    duration_s: float | None = None
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None  # None: at least one call's cost is unknown (unmapped model)
-    sizes_before: dict[str, int] = Field(default_factory=dict)
-    sizes_after: dict[str, int] = Field(default_factory=dict)
-    lags_s: list[float] = Field(default_factory=list)  # availability lag of each pattern this run created
-    lag_p50_s: float | None = None
-    lag_p95_s: float | None = None
-
-    def step(self, name: StepName) -> StepFigures | None:
-        return next((s for s in self.steps if s.step == name), None)
-
-    def ran(self, name: StepName) -> bool:
-        s = self.step(name)
-        return s is not None and s.status == "ok"
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def size(self, key: str) -> int | None:
-        """A store size after the run; live episode vectors fall back to the graph's live episodes."""
-        if key == "vectors_episodes" and key not in self.sizes_after:
-            key = "episodes_live"
-        return self.sizes_after.get(key)
 
 
 class Report(BaseModel):
@@ -236,56 +159,6 @@ def last_real_runs(graph: LedgerReader, n: int) -> list[Run]:
             break
         fetch += len(got) - len(real)
     return real[:n]
-
-
-def night_of(run: Run) -> Night:
-    steps = [_step_figures(s) for s in run.steps]
-    by = {s.step: s for s in steps}
-    counts = {col: by[step].counts.get(key, 0) if step in by else 0 for col, (step, key) in COUNT_KEYS.items()}
-    failed = any(s.status == "failed" for s in steps)
-    finished = run.finished_at is not None and all(s.status in ("ok", "skipped", "failed") for s in steps)
-    status: NightStatus = "failed" if failed else "ok" if finished else "incomplete"
-    costs = [s.cost_usd for s in steps]
-    return Night(
-        run_id=run.id,
-        trigger=run.trigger,
-        now=run.now,
-        slot=run.slot,
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        status=status,
-        steps=steps,
-        duration_s=_seconds(run.started_at, run.finished_at),
-        llm_calls=sum(s.llm_calls for s in steps),
-        prompt_tokens=sum(s.prompt_tokens for s in steps),
-        completion_tokens=sum(s.completion_tokens for s in steps),
-        # One unknown step cost makes the night's cost unknown: a partial sum would under-report.
-        cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
-        sizes_before=dict(run.sizes_before),
-        sizes_after=dict(run.sizes_after),
-        lags_s=list(run.pattern_lags_s),
-        lag_p50_s=percentile(run.pattern_lags_s, 50),
-        lag_p95_s=percentile(run.pattern_lags_s, 95),
-        **counts,
-    )
-
-
-def _step_figures(s: StepResult) -> StepFigures:
-    return StepFigures(
-        step=s.step,
-        status=s.status,
-        duration_s=_seconds(s.started_at, s.finished_at),
-        counts=dict(s.counts),
-        llm_calls=s.llm_calls,
-        prompt_tokens=s.prompt_tokens,
-        completion_tokens=s.completion_tokens,
-        cost_usd=s.cost_usd,
-        error=s.error,
-    )
-
-
-def _seconds(a: datetime | None, b: datetime | None) -> float | None:
-    return None if a is None or b is None else round((b - a).total_seconds(), 3)
 
 
 def _f(v: int | None) -> float | None:

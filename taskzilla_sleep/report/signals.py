@@ -12,17 +12,14 @@ caller passes them from the Settings it runs with.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel
 
 from taskzilla_sleep.models import Pattern, PatternStatus
-
-if TYPE_CHECKING:
-    from taskzilla_sleep.report.model import Night
+from taskzilla_sleep.report.nights import Night
 
 Health = Literal["ok", "watch", "bad", "unknown"]
 HEALTH_RANK: dict[Health, int] = {"unknown": -1, "ok": 0, "watch": 1, "bad": 2}  # also the metrics gauge value
@@ -42,16 +39,6 @@ class Signal(BaseModel):
 
 
 # -- the small maths the rules use -----------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default); None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def slope(values: Sequence[float]) -> float:

@@ -20,7 +20,8 @@ from taskzilla_sleep.report.formats import (
     step_seconds,
     when,
 )
-from taskzilla_sleep.report.model import COUNT_KEYS, Report
+from taskzilla_sleep.report.model import Report
+from taskzilla_sleep.report.nights import COUNT_KEYS
 
 SPARKS = "▁▂▃▄▅▆▇█"
 

@@ -54,7 +54,7 @@ def read(ctx: StepContext) -> DecayInputs:
 
 
 def decide(inputs: DecayInputs, settings: Settings, now: datetime) -> DecayPlan:
-    p = DecayPlan(team=inputs.team)
+    plan = DecayPlan(team=inputs.team)
     grace = timedelta(hours=settings.decay.grace_hours)
     floor = settings.distill.confidence_floor
     for e in inputs.absorbed:
@@ -62,10 +62,10 @@ def decide(inputs: DecayInputs, settings: Settings, now: datetime) -> DecayPlan:
         # The new belief of an open update stays active, unconfirmed: if a person keeps the old one,
         # its messages must still be there.
         if decay_eligible(e, pat, now, grace, floor) and pat is not None and pat.id not in inputs.held:
-            p.retire.append((e, pat.id))
+            plan.retire.append((e, pat.id))
         else:
-            p.waiting += 1
-    return p
+            plan.waiting += 1
+    return plan
 
 
 def write(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:

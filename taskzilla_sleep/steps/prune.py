@@ -91,17 +91,17 @@ def read(ctx: StepContext) -> PruneInputs:
 
 def decide(inputs: PruneInputs, settings: Settings, now: datetime) -> PrunePlan:
     s = settings.prune
-    p = PrunePlan(team=inputs.team, examined=inputs.examined)
+    plan = PrunePlan(team=inputs.team, examined=inputs.examined)
     best = _best_similarity(inputs.episode_vectors, inputs.pattern_vectors)
     stale_after = timedelta(days=s.stale_after_days)
-    p.prune = [
+    plan.prune = [
         e for e in inputs.stale if prune_eligible(e, now, stale_after, False, best.get(e.id, -1.0), s.match_threshold)
     ]
-    pruned = {e.id for e in p.prune}
+    pruned = {e.id for e in plan.prune}
     kinds: tuple[VectorKind, ...] = ("episodes", "patterns")
     for kind in kinds:
-        p.orphan_vectors[kind] = sorted(inputs.vectors_present[kind] - inputs.live[kind] - pruned)
-    return p
+        plan.orphan_vectors[kind] = sorted(inputs.vectors_present[kind] - inputs.live[kind] - pruned)
+    return plan
 
 
 def _best_similarity(episodes: Mapping[str, Vector], patterns: Mapping[str, Vector]) -> dict[str, float]:

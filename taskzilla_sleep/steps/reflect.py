@@ -252,40 +252,46 @@ def _view(x: Pattern, evidence: Sequence[Episode], span: Span) -> PatternView:
 
 def decide(inputs: ReflectInputs, settings: Settings, now: datetime) -> ReflectPlan:
     s = settings.reflect
-    p = ReflectPlan(team=inputs.team, prompt_id=inputs.prompt_id)
-    p.stale = [x for x in inputs.live.values() if is_stale(x, now, timedelta(days=s.stale_after_days))]
+    plan = ReflectPlan(team=inputs.team, prompt_id=inputs.prompt_id)
+    plan.stale = [x for x in inputs.live.values() if is_stale(x, now, timedelta(days=s.stale_after_days))]
     if not inputs.comparisons and (not inputs.changed or len(inputs.live) < 2):
-        return p
-    p.compared = len(inputs.comparisons)
+        return plan
+    plan.compared = len(inputs.comparisons)
     gone: set[str] = set()
     failed: set[str] = set()
     for c in inputs.comparisons:
         answer = guard(c.verdict, c.new, c.old, c.similarity, s.conflict_similarity)
         if isinstance(answer, Unanswered):
-            p.unanswered += 1
+            plan.unanswered += 1
             failed.add(c.origin)
             continue
         if c.new.id in gone or c.old.id in gone:
             continue
-        p.guarded += answer is not c.verdict
-        _judge(p, inputs, now, c.new, c.old, answer, gone)
+        plan.guarded += answer is not c.verdict
+        _judge(plan, inputs, now, c.new, c.old, answer, gone)
     for x in inputs.changed:
         attempts = x.reflect_attempts + 1 if x.id in failed else 0
-        p.given_up += x.id in failed and attempts >= s.max_attempts
+        plan.given_up += x.id in failed and attempts >= s.max_attempts
         if attempts != x.reflect_attempts:
-            p.attempts.append(PatternUpdate(id=x.id, reflect_attempts=attempts))
-    if inputs.comparisons and p.unanswered == len(inputs.comparisons):
+            plan.attempts.append(PatternUpdate(id=x.id, reflect_attempts=attempts))
+    if inputs.comparisons and plan.unanswered == len(inputs.comparisons):
         last = next(c.verdict for c in reversed(inputs.comparisons) if isinstance(c.verdict, Unanswered))
         assert isinstance(last, Unanswered)
-        p.failure = (
+        plan.failure = (
             f"reflect {inputs.team}: none of {len(inputs.comparisons)} comparison(s) got a usable answer from "
             f"the model (last: {last.reason[:200]})"
         )
-    return p
+    return plan
 
 
 def _judge(
-    p: ReflectPlan, inputs: ReflectInputs, now: datetime, new: Pattern, old: Pattern, verdict: Verdict, gone: set[str]
+    plan: ReflectPlan,
+    inputs: ReflectInputs,
+    now: datetime,
+    new: Pattern,
+    old: Pattern,
+    verdict: Verdict,
+    gone: set[str],
 ) -> None:
     rel = verdict.relation
     if rel == "same" and not (new.pinned or old.pinned) and PatternStatus.CONTESTED not in (new.status, old.status):
@@ -311,12 +317,12 @@ def _judge(
                 "updated_at": now,
             }
         )
-        p.merges.append(Merge(keep, drop, moved))
+        plan.merges.append(Merge(keep, drop, moved))
         gone.add(new.id)
     elif rel == "same" or rel in ("refines", "compatible"):
-        p.links.append((new.id, "refines" if rel == "refines" else "compatible", old.id))
+        plan.links.append((new.id, "refines" if rel == "refines" else "compatible", old.id))
     elif rel == "unrelated":
-        p.unrelated.append((new.id, old.id))
+        plan.unrelated.append((new.id, old.id))
     else:
         kind = contradiction_kind(rel, inputs.spans[old.id], inputs.spans[new.id])
         c = Contradiction(
@@ -327,9 +333,9 @@ def _judge(
             kind=kind,
             opened_at=now,
             reason=_reason(verdict.reason),
-            prompt_id=p.prompt_id,
+            prompt_id=plan.prompt_id,
         )
-        p.contradictions.append((c, old, new))
+        plan.contradictions.append((c, old, new))
 
 
 def guard(
@@ -350,14 +356,14 @@ def guard(
 
 def after_counter(old: Pattern, new: Pattern) -> float:
     """The old belief's confidence once the new one's support counts against it (same ledger rule as distill)."""
-    led = Ledger(
+    ledger = Ledger(
         support=old.support_count,
         counter=old.counter_count + new.support_count,
         authors=old.distinct_authors,
         channels=old.distinct_channels,
         llm_confidence=old.llm_confidence,
     )
-    return ledger_confidence(led)
+    return ledger_confidence(ledger)
 
 
 def _reason(text: str) -> str:

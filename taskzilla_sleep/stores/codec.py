@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from enum import Enum
-from typing import Any
 
 from pydantic import ValidationError
 
 from taskzilla_sleep.models import Contradiction, Episode, Pattern, PatternStatus, Run, from_ms, to_ms
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import AlertRecord, ItemUpdate, PatternCard, Retirement
-
-Row = dict[str, Any]
 
 # What turning stored props into a model raises when a value is out of range, of the wrong type or
 # missing (written by an older version or by hand): the item is skipped and quarantined, never fatal.

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from taskzilla_sleep.api import ApiDeps, create_app
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.cli import sample_lines
+from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.settings import load_settings
 

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
 
 from taskzilla_sleep.api import ApiDeps, create_app
 from taskzilla_sleep.app import build
-from taskzilla_sleep.cli import sample_lines
+from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.scheduler import ScaledClock
 from taskzilla_sleep.settings import load_settings
 from taskzilla_sleep.worker import Worker
@@ -32,7 +32,7 @@ from taskzilla_sleep.worker import Worker
 EXAMPLES_PER_OPERATION = 50
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
 # Status codes the schema does not list yet (401, 404, 409, 413) are not failures here: the schema
-# documents 200 and 422; issue 13 redoes it. What it does document is checked.
+# documents 200 and 422; a typed contract is still to come. What it does document is checked.
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance, negative_data_rejection]
 
 

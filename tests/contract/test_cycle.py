@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from taskzilla_sleep import contradictions, facts
-from taskzilla_sleep.cli import sample_lines
+from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.ingest import Ingestor, IngestReport, Limits, WriteDiscipline

@@ -1,7 +1,7 @@
 """The fast subset of the hard-case harness: weeks w01 and w04, offline provider, FalkorDB + Chroma embedded.
 
 It checks that the harness produces every figure and asserts only the invariants that hold on
-today's code and must hold forever; the quality targets of issue 10 that today's code misses are
+today's code and must hold forever; the quality targets (BENCHMARKS.md, Judgement) that today's code misses are
 printed (the table shows in the test log), not asserted. Tighten the assertions as the code improves.
 """
 
@@ -46,11 +46,11 @@ def test_two_hard_case_weeks_offline(
     assert draft["evidence"] == draft["absorbed"] == draft["retired"] == 0  # ai-drafts are never learned from
     assert c.get("false_contradictions", 0) == 0
     assert c.get("changes_lost_after_decay", 0) == 0
-    # The guards of issue 10 (taskzilla_sleep/beliefs/): the bot never gets its own drafts back, nor a message
+    # The guards (taskzilla_sleep/beliefs/): the bot never gets its own drafts back, nor a message
     # that reads as an order to it, from recall, the patterns or MEMORY.md.
     assert c.get("drafts_in_recall", 0) == 0
     assert c.get("injection_effects", 0) == 0
-    # Targets these two weeks meet since the topic, value and person slots (issue 10): no pattern
+    # Targets these two weeks meet since the topic, value and person slots: no pattern
     # holds two values of one belief, and what is learned is a belief.
     assert c.get("silent_merges", 0) == 0
     assert r["headline"]["belief_precision"] >= 0.95, r["headline"]

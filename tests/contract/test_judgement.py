@@ -1,7 +1,7 @@
-"""What memory may learn, merge and forget (JUDGEMENT.md), on both backend pairs, for the offline
+"""What memory may learn, merge and forget (README, What memory learns), on both backend pairs, for the offline
 provider and for a careless model: the guards hold whatever the provider answers.
 
-Examples are written here for the classes of JUDGEMENT.md (not taken from the hard-case corpus,
+Examples are written here for the classes of those rules (not taken from the hard-case corpus,
 which grades these rules).
 """
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from taskzilla_sleep import facts, pipeline
-from taskzilla_sleep.cli import sample_lines
+from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import UsageError
 from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline

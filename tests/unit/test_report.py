@@ -32,13 +32,13 @@ from taskzilla_sleep.models import (
     StepResult,
 )
 from taskzilla_sleep.report.html import write_html
-from taskzilla_sleep.report.model import Night, Report, build_report, night_of
+from taskzilla_sleep.report.model import Report, build_report
+from taskzilla_sleep.report.nights import Night, night_of, percentile
 from taskzilla_sleep.report.signals import (
     contradictions_signal,
     failed_steps_signal,
     memory_index_signal,
     merges_signal,
-    percentile,
     pinned_facts_signal,
     store_growth_signal,
 )
@@ -512,7 +512,7 @@ def test_importing_metrics_loads_no_report_view() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert res.returncode == 0, res.stderr[-3000:]
     loaded = set(res.stdout.split())
-    assert {"taskzilla_sleep.report.model", "taskzilla_sleep.report.signals"} <= loaded
+    assert {"taskzilla_sleep.report.nights", "taskzilla_sleep.report.signals"} <= loaded
     views = {f"taskzilla_sleep.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
     assert not loaded & views, sorted(loaded & views)
 

@@ -41,8 +41,8 @@ _KIND_RANK = {"project": 0, "tool": 1, "topic": 2, "person": 3, "channel": 4}
 
 def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillPlan:
     s = settings.distill
-    p = DistillPlan(team=inputs.team, now=now, lookback=inputs.lookback)
-    seen = p.seen
+    plan = DistillPlan(team=inputs.team, now=now, lookback=inputs.lookback)
+    seen = plan.seen
     seen.episodes_read = len(inputs.episodes)
     seen.new_episodes = sum(1 for e in inputs.learnable if e.id in inputs.new_ids)
     seen.groups = len(inputs.asked)
@@ -57,29 +57,29 @@ def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillP
     seen.skipped_groups = len(unanswered)
     seen.declined_groups = len(declined)
     if unanswered and len(unanswered) == len(inputs.asked):
-        p.failure = (
+        plan.failure = (
             f"distill {inputs.team}: none of {len(unanswered)} group(s) got a usable answer from the model "
             f"(last: {unanswered[-1][1].reason[:200]})"
         )
     if inputs.lookback is None:
-        _mark(p, inputs, [m for m, _ in unanswered], s.max_attempts)
-    _remember_declines(p, declined)
+        _mark(plan, inputs, [m for m, _ in unanswered], s.max_attempts)
+    _remember_declines(plan, declined)
 
     working: dict[str, Pattern] = dict(inputs.live)
     changes: dict[str, PatternChange] = {}
     evidence = dict(inputs.evidence)
     pattern_vectors = dict(inputs.pattern_vectors)
     for members, draft, statement_vector in drafts:
-        _take(p, inputs, s, now, members, draft, statement_vector, working, changes, evidence, pattern_vectors)
-    _rescore(p, inputs, s, now, working, changes, evidence, pattern_vectors)
+        _take(plan, inputs, s, now, members, draft, statement_vector, working, changes, evidence, pattern_vectors)
+    _rescore(plan, inputs, s, now, working, changes, evidence, pattern_vectors)
     for c in changes.values():
         c.before_digest = digest(c.before) if c.before is not None else None
-    p.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
-    return p
+    plan.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
+    return plan
 
 
 def _take(
-    p: DistillPlan,
+    plan: DistillPlan,
     inputs: DistillInputs,
     s: DistillSettings,
     now: datetime,
@@ -96,8 +96,8 @@ def _take(
     # written, and only episodes that state it (no slot disagreement) support it.
     kind = statement_kind(draft.statement, inputs.people)
     if kind is not Kind.BELIEF:
-        p.seen.injections_blocked += kind is Kind.INJECTION
-        p.seen.non_beliefs += kind is not Kind.INJECTION
+        plan.seen.injections_blocked += kind is Kind.INJECTION
+        plan.seen.non_beliefs += kind is not Kind.INJECTION
         log.info("distill_statement_refused", kind=kind.value, statement=one_line(draft.statement, 120))
         return
     ents, vectors = inputs.entities, inputs.episode_vectors
@@ -112,15 +112,15 @@ def _take(
             float(vectors[i] @ statement_vector) if i in vectors else 0.0,
         )
     )
-    p.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
+    plan.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
     if len(support) < s.min_episodes:
-        p.seen.too_little_support += 1
+        plan.seen.too_little_support += 1
         return
     for e in (by_id[i] for i in support):
         evidence[e.id] = e
     target = _match(s, support, working, pattern_vectors, statement_vector, stated)
     if target is not None and target.pinned:
-        p.seen.pinned_matches += 1  # pinned facts are immune: never bumped, merged or rewritten
+        plan.seen.pinned_matches += 1  # pinned facts are immune: never bumped, merged or rewritten
         return
     # Subjects resolve against the group's own entities only: the same group always gives the
     # same links, whatever else is in the window (a rerun after a crash sees fewer raw episodes).
@@ -181,7 +181,7 @@ def _take(
 
 
 def _rescore(
-    p: DistillPlan,
+    plan: DistillPlan,
     inputs: DistillInputs,
     s: DistillSettings,
     now: datetime,
@@ -195,16 +195,16 @@ def _rescore(
     for pid, pat in sorted(working.items()):
         if pat.pinned:
             continue
-        led = _ledger(pat, evidence)
-        conf = ledger_confidence(led)
+        ledger = _ledger(pat, evidence)
+        conf = ledger_confidence(ledger)
         status = status_for(conf, s.confidence_floor, pat.status)
         updated = pat.model_copy(
             update={
                 "confidence": conf,
                 "status": status,
-                "support_count": led.support,
-                "distinct_authors": led.authors,
-                "distinct_channels": led.channels,
+                "support_count": ledger.support,
+                "distinct_authors": ledger.authors,
+                "distinct_channels": ledger.channels,
             }
         )
         absorbing = status is PatternStatus.ACTIVE
@@ -212,7 +212,7 @@ def _rescore(
         # Absorbing is destructive (the text goes after the grace period): only what states it.
         absorb = sorted(i for i in raw if absorbing and i in states.get(pid, ()))
         if absorbing and pid in changes:
-            p.seen.not_absorbed += len(raw) - len(absorb)
+            plan.seen.not_absorbed += len(raw) - len(absorb)
         unabsorb = (
             sorted(i for i, e in evidence.items() if e.status is EpisodeStatus.ABSORBED and e.absorbed_by == pid)
             if status is not PatternStatus.ACTIVE and pat.status is PatternStatus.ACTIVE
@@ -242,7 +242,7 @@ def _rescore(
         )
 
 
-def _remember_declines(p: DistillPlan, declined: Sequence[Sequence[Episode]]) -> None:
+def _remember_declines(plan: DistillPlan, declined: Sequence[Sequence[Episode]]) -> None:
     """Each episode of a declined group keeps the size of the largest such group (journaled with the
     marks: a crash and rerun remember the same declines an uninterrupted run does)."""
     size: dict[str, int] = {}
@@ -250,33 +250,33 @@ def _remember_declines(p: DistillPlan, declined: Sequence[Sequence[Episode]]) ->
         for e in members:
             if len(members) > max(size.get(e.id, 0), e.declined_size):  # only what grows is written
                 size[e.id] = len(members)
-    at = {m.id: k for k, m in enumerate(p.marks)}
+    at = {m.id: k for k, m in enumerate(plan.marks)}
     for eid, n in sorted(size.items()):
         if eid in at:
-            p.marks[at[eid]] = p.marks[at[eid]].model_copy(update={"declined_size": n})
+            plan.marks[at[eid]] = plan.marks[at[eid]].model_copy(update={"declined_size": n})
         else:
-            p.marks.append(EpisodeUpdate(id=eid, declined_size=n))
+            plan.marks.append(EpisodeUpdate(id=eid, declined_size=n))
 
 
-def _mark(p: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequence[Episode]], max_attempts: int) -> None:
+def _mark(plan: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequence[Episode]], max_attempts: int) -> None:
     """What the night took into account. The new episodes of a group without a usable answer stay
     pending (one attempt more) until ``max_attempts``; then they are given up like the rest."""
     failed: dict[str, Episode] = {}
     for members in unanswered:
         news = [e for e in members if e.id in inputs.new_ids]
         if any(e.distill_attempts + 1 < max_attempts for e in news):
-            p.seen.retry_groups += 1
+            plan.seen.retry_groups += 1
         else:
-            p.seen.given_up_groups += 1
+            plan.seen.given_up_groups += 1
         failed.update({e.id: e for e in news})
     for e in sorted((e for e in inputs.episodes if e.id in inputs.new_ids), key=lambda e: e.id):
         f = failed.get(e.id)
         if f is None:
-            p.marks.append(EpisodeUpdate(id=e.id, distilled_at=p.now))
+            plan.marks.append(EpisodeUpdate(id=e.id, distilled_at=plan.now))
         elif f.distill_attempts + 1 < max_attempts:
-            p.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1))
+            plan.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1))
         else:
-            p.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1, distilled_at=p.now))
+            plan.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1, distilled_at=plan.now))
 
 
 def _entity_index(ents: Mapping[str, Sequence[Mention]]) -> dict[str, Mention]:
@@ -301,14 +301,14 @@ def _lag(now: datetime, support: Sequence[Episode], needed: int) -> float:
     return max(0.0, round((now - third).total_seconds(), 3))
 
 
-def _ledger(p: Pattern, eps: Mapping[str, Episode]) -> Ledger:
-    known = [eps[i] for i in p.evidence_ids if i in eps]
+def _ledger(pattern: Pattern, eps: Mapping[str, Episode]) -> Ledger:
+    known = [eps[i] for i in pattern.evidence_ids if i in eps]
     return Ledger(
-        support=len(set(p.evidence_ids)),
-        counter=p.counter_count,
+        support=len(set(pattern.evidence_ids)),
+        counter=pattern.counter_count,
         authors=len({e.author for e in known}),
         channels=len({e.channel for e in known}),
-        llm_confidence=p.llm_confidence,
+        llm_confidence=pattern.llm_confidence,
     )
 
 

@@ -144,7 +144,7 @@ def _groups(
     people: frozenset[str],
     s: DistillSettings,
 ) -> list[list[Episode]]:
-    cands = [
+    candidates = [
         Candidate(
             e,
             vectors[e.id].tolist(),
@@ -156,7 +156,11 @@ def _groups(
         if e.id in vectors
     ]
     found = group_episodes(
-        cands, s.similarity_threshold, min_size=s.min_episodes, topic_bonus=s.topic_bonus, value_bonus=s.value_bonus
+        candidates,
+        s.similarity_threshold,
+        min_size=s.min_episodes,
+        topic_bonus=s.topic_bonus,
+        value_bonus=s.value_bonus,
     )
     return [[c.episode for c in g.members] for g in found]
 

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
-from taskzilla_sleep.stores.codec import UNREADABLE, Row, why_unreadable
-from taskzilla_sleep.stores.executor import QueryExecutor
+from taskzilla_sleep.stores.codec import UNREADABLE, why_unreadable
+from taskzilla_sleep.stores.executor import QueryExecutor, Row
 from taskzilla_sleep.stores.ports import Poisoned, PoisonKind
 
 T = TypeVar("T")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from taskzilla_sleep.errors import NotFound
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, to_ms
 from taskzilla_sleep.stores import queries
-from taskzilla_sleep.stores.codec import Row, contradiction_from_props, contradiction_props, pattern_props, update_row
+from taskzilla_sleep.stores.codec import contradiction_from_props, contradiction_props, pattern_props, update_row
 from taskzilla_sleep.stores.cypher.base import CypherBase
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import PatternUpdate
 
 Q = queries.load("contradictions")

@@ -23,7 +23,6 @@ from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import (
-    Row,
     episode_from_props,
     episode_props,
     retirement_row,
@@ -31,6 +30,7 @@ from taskzilla_sleep.stores.codec import (
     why_unreadable,
 )
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import EpisodeUpdate, ItemKind, Mention, Poisoned, Retirement, StoredEpisode
 
 log = structlog.get_logger(__name__)

@@ -1,0 +1,103 @@
+"""`taskzilla-sleep demo`: a full offline night over the bundled sample week on the embedded stores.
+
+No server to install and no network: FalkorDB as a child process, Chroma on disk, the offline
+embedder and the offline model, whatever the configuration says about backends.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from taskzilla_sleep.ingest import episode_lines
+from taskzilla_sleep.settings import Secrets, Settings
+
+SAMPLE = "data/sample_week.jsonl"
+DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled week
+TEAM = "platform"
+
+
+def sample_lines() -> list[str]:
+    return episode_lines(resources.files("taskzilla_sleep").joinpath(SAMPLE).read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    text: str
+    data: dict[str, Any]
+    ok: bool
+
+
+def embedded(settings: Settings, data_dir: Path) -> Settings:
+    """``settings`` on the embedded defaults, offline, in ``data_dir``."""
+    return settings.model_copy(
+        update={
+            "data_dir": data_dir,
+            "graph": settings.graph.model_copy(update={"backend": "falkordb"}),
+            "vector": settings.vector.model_copy(update={"backend": "chroma-embedded"}),
+            "embeddings": settings.embeddings.model_copy(update={"provider": "offline"}),
+            "llm": settings.llm.model_copy(update={"model": None}),
+        }
+    )
+
+
+def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult:
+    """The demo night: in ``settings.data_dir`` when ``keep_dir`` (the user chose it), else in a
+    temporary folder removed at the end."""
+    from taskzilla_sleep import facts
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.pipeline import NightRequest, run_night
+    from taskzilla_sleep.report.night import render_night
+    from taskzilla_sleep.status import collect_status
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedder is bundled: never reach for the model hub
+    tmp = None if keep_dir else tempfile.TemporaryDirectory(prefix="taskzilla-demo-")
+    demo = embedded(settings, Path(tmp.name) if tmp else settings.data_dir)
+    now = datetime.fromisoformat(DEMO_NIGHT)
+    try:
+        with build(demo, secrets) as s:
+            report = s.ingestor(clock=lambda: now).ingest_lines(sample_lines(), f"taskzilla_sleep/{SAMPLE}")
+            fact = facts.pin(
+                s.graph,
+                s.vectors,
+                TEAM,
+                "Martin Vos is the engineering manager of the platform team.",
+                by="martin",
+                now=now,
+                entity="martin",
+            )
+            result = run_night(s, NightRequest(now=now, trigger="demo"))
+            night = render_night(result, s.graph)
+            # The stores already open answer the status (re-opening the embedded server right after
+            # closing it only adds a restart to the demo).
+            status = collect_status(demo, secrets, s.graph, s.vectors)
+        index = demo.memory_dir / TEAM / "MEMORY.md"
+        where = "a temporary folder (removed on exit)" if tmp else str(demo.data_dir)
+        text = "\n".join(
+            [
+                f"demo: the bundled sample week of team '{TEAM}', embedded stores in {where}",
+                f"ingest: {report.summary()}",
+                f"pinned fact: {fact.id} {fact.statement}",
+                "",
+                night,
+                "",
+                f"memory index the bot loads: {index}",
+                *(f"  {line}" for line in index.read_text("utf-8").splitlines() if line.startswith("- ")),
+                "",
+                status.render(),
+            ]
+        )
+        data = (
+            {"ingest": {"new": report.new, "present": report.present, "skipped": report.skipped}}
+            | {"night": result.run.model_dump(mode="json")}
+            | {"status": status.model_dump(mode="json")}
+        )
+        return DemoResult(text, data, status.healthy and result.ok)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()

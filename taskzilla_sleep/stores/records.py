@@ -1,0 +1,197 @@
+"""The values that cross the store interface (``ports.py``): what the domain hands a store and gets back.
+
+Plain, frozen data: records of what the graph holds, the changes a step asks for, and the literal
+names both sides agree on. ``ports.py`` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskzilla_sleep.models import EpisodeStatus, PatternStatus
+
+ItemKind = Literal["episode", "pattern"]
+GraphBackend = Literal["falkordb", "neo4j"]
+PoisonKind = Literal["episode", "pattern", "contradiction"]
+LinkRelation = Literal["refines", "compatible"]
+AlertKind = Literal["contradiction", "summary"]
+AlertStatus = Literal["pending", "delivered", "failed"]
+VectorKind = Literal["episodes", "patterns"]
+VectorBackend = Literal["chroma-embedded", "chroma-server"]
+MetaValue = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class StoredEpisode:
+    """What the graph holds of an episode id, to tell a re-delivery from a reused id."""
+
+    status: EpisodeStatus
+    content_hash: str | None  # None: stored before hashes were kept
+    fields: Mapping[str, object]  # CONTENT_FIELDS still on the node (text is None once retired/pruned)
+
+
+@dataclass(frozen=True)
+class Poisoned:
+    """A stored item whose properties could not be turned into its model: it is quarantined, not read."""
+
+    kind: PoisonKind
+    id: str
+    team: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Mention:
+    """An entity an episode links, and in which role (author, channel, mention, tag, project, tool)."""
+
+    key: str
+    kind: str
+    name: str
+    role: str
+
+
+@dataclass(frozen=True)
+class PatternCard:
+    """A pattern as recall shows it (not its evidence list, which grows with every night)."""
+
+    id: str
+    statement: str
+    status: PatternStatus
+    pinned: bool
+    subjects: tuple[str, ...]
+    confidence: float
+    support_count: int
+
+
+@dataclass(frozen=True)
+class PatternLink:
+    """A relationship between two patterns: REFINES, COMPATIBLE_WITH, UNRELATED_TO (with the prompt
+    that decided it), MERGED_INTO or SUPERSEDES."""
+
+    a: str
+    relation: str
+    b: str
+    prompt: str | None = None
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """An episode leaving the live store: its text dropped, a tombstone (id, time, reason) kept."""
+
+    id: str
+    status: Literal[EpisodeStatus.RETIRED, EpisodeStatus.PRUNED]
+    at: datetime
+    reason: str
+    pattern_id: str | None = None  # decay: the pattern it fed
+
+
+class ItemUpdate(BaseModel):
+    """Only the fields given are written (``model_fields_set``); a field given as None is cleared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+
+    def changes(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in sorted(self.model_fields_set) if k != "id"}
+
+
+class EpisodeUpdate(ItemUpdate):
+    """Changes to one stored episode (absorption, the night's marks, a merge re-pointing it)."""
+
+    status: EpisodeStatus | None = None
+    schema_absorbed: int | None = None
+    absorbed_at: datetime | None = None
+    absorbed_by: str | None = None
+    distilled_at: datetime | None = None
+    distill_attempts: int | None = None
+    declined_size: int | None = None
+
+
+class PatternUpdate(ItemUpdate):
+    """Changes to one stored pattern (a resolution, an unpin, reflect's retry bookkeeping)."""
+
+    status: PatternStatus | None = None
+    updated_at: datetime | None = None
+    reflect_attempts: int | None = None
+    archived_by: str | None = None
+    archived_at: datetime | None = None
+    archived_reason: str | None = None
+    valid_to: datetime | None = None
+
+
+class GraphCounts(BaseModel):
+    """Sizes of the graph by label and status (for ``status`` and the report)."""
+
+    episodes: dict[str, int] = Field(default_factory=dict)
+    patterns: dict[str, int] = Field(default_factory=dict)
+    contradictions: dict[str, int] = Field(default_factory=dict)
+    entities: int = 0
+    tombstones: int = 0
+    relationships: int = 0
+
+    def sizes(self) -> dict[str, int]:
+        """The store sizes ops watch grow (ledger, report, metrics): linear in patterns, not in messages."""
+        return {
+            "episodes_total": sum(self.episodes.values()),
+            "episodes_live": self.episodes.get("raw", 0) + self.episodes.get("absorbed", 0),
+            "patterns_live": sum(v for k, v in self.patterns.items() if k in ("tentative", "active", "contested")),
+            "patterns_total": sum(self.patterns.values()),
+            "contradictions_open": self.contradictions.get("open", 0),
+            "entities": self.entities,
+            "tombstones": self.tombstones,
+            "relationships": self.relationships,
+            "quarantined": sum(c.get("quarantined", 0) for c in (self.episodes, self.patterns, self.contradictions)),
+        }
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """Who asks for a lease: the holder id ops read, and where it runs (to see a dead local holder)."""
+
+    holder: str
+    host: str
+    pid_ns: str | None
+    pid: int
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    holder: str | None
+    expires_at_ms: int  # wall clock: a lease is about process liveness, not the night replayed
+    host: str | None = None
+    pid_ns: str | None = None
+    pid: int | None = None
+
+
+class AlertRecord(BaseModel):
+    """One queued chat message for one channel, as the outbox stores it. Never deleted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str  # the idempotency key: "{contradiction_id}:{channel}" / "{summary_key}:{channel}"
+    channel: str
+    channel_kind: str
+    kind: AlertKind
+    team: str | None = None
+    contradiction_id: str | None = None
+    payload_json: str  # the message, rendered once at queueing: every retry sends the same
+    status: AlertStatus = "pending"
+    attempts: int = 0
+    next_attempt_at: datetime
+    last_error: str | None = None
+    created_at: datetime
+    last_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+
+
+class VectorHit(BaseModel):
+    id: str
+    similarity: float  # cosine similarity in [-1, 1]; 1 is identical
+    text: str
+    metadata: dict[str, MetaValue]
