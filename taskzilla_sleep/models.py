@@ -401,6 +401,21 @@ class Run(BaseModel):
     # Entries of the memory index rebuilt after the run (healthy: stable, near the cap).
     memory_index_entries: int | None = None
 
+    def abandoned(self, by: str) -> Run | None:
+        """This unfinished run as found after its process died (kill -9, power cut): the step in flight
+        ``abandoned``, the steps after it ``skipped``. None when every step was recorded and only the
+        closing save was lost (there is nothing to mark)."""
+        if self.finished_at is not None or all(s.status not in ("running", "pending") for s in self.steps):
+            return None
+        dead = self.model_copy(deep=True)
+        for s in dead.steps:
+            if s.status == "running":
+                s.status = "abandoned"
+                s.error = f"its process stopped before the step finished (found by {by})"
+            elif s.status == "pending":
+                s.status = "skipped"
+        return dead
+
 
 _WS = re.compile(r"\s+")
 

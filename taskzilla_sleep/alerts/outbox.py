@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, tzinfo
 
 import structlog
-from pydantic import BaseModel, ConfigDict
 
 from taskzilla_sleep.alerts.message import EXAMPLES_PER_BELIEF, AlertMessage, format_contradiction, format_summary
 from taskzilla_sleep.alerts.senders import ERROR_MAX
@@ -31,30 +30,16 @@ from taskzilla_sleep.stores.ports import AlertKind, AlertRecord, AlertStatus, Gr
 log = structlog.get_logger(__name__)
 
 
-class Alert(BaseModel):
+class Alert(AlertRecord):
     """One queued message for one channel, as the outbox holds it, with its message read back."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    key: str  # the idempotency key: "{contradiction_id}:{channel}" / "{summary_key}:{channel}"
-    channel: str
-    channel_kind: str
-    kind: AlertKind
-    team: str | None = None
-    contradiction_id: str | None = None
-    message: AlertMessage
-    status: AlertStatus
-    attempts: int = 0
-    next_attempt_at: datetime
-    last_error: str | None = None
-    created_at: datetime
-    last_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
+    @property
+    def message(self) -> AlertMessage:
+        return AlertMessage.model_validate_json(self.payload_json)
 
     @classmethod
     def of(cls, r: AlertRecord) -> Alert:
-        fields = r.model_dump(exclude={"payload_json"})
-        return cls(**fields, message=AlertMessage.model_validate_json(r.payload_json))
+        return cls.model_validate(r.model_dump())
 
 
 ExamplesFor = Callable[[Pattern], Sequence[Episode]]

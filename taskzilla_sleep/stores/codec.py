@@ -110,10 +110,22 @@ def retirement_row(r: Retirement) -> Row:
 _PATTERN_TIMES = ("first_seen", "last_seen", "created_at", "updated_at", "valid_from", "valid_to", "archived_at")
 
 
+def _times_to_ms(d: Row, keys: tuple[str, ...]) -> Row:
+    for k in keys:
+        d[k] = to_ms(d[k]) if d.get(k) is not None else None
+    return d
+
+
+def _times_from_ms(d: Row, keys: tuple[str, ...]) -> Row:
+    d = dict(d)
+    for k in keys:
+        if d.get(k) is not None:
+            d[k] = from_ms(int(d[k]))
+    return d
+
+
 def pattern_props(p: Pattern) -> Row:
-    d = p.model_dump(mode="python")
-    for k in _PATTERN_TIMES:
-        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d = _times_to_ms(p.model_dump(mode="python"), _PATTERN_TIMES)
     d["kind"] = p.kind.value
     d["status"] = p.status.value
     d["evidence"] = p.evidence.value if p.evidence is not None else None
@@ -123,11 +135,8 @@ def pattern_props(p: Pattern) -> Row:
 
 
 def pattern_from_props(d: Row) -> Pattern:
-    d = dict(d)
+    d = _times_from_ms(d, _PATTERN_TIMES)
     d.pop("last_accessed", None)
-    for k in _PATTERN_TIMES:
-        if d.get(k) is not None:
-            d[k] = from_ms(int(d[k]))
     d["evidence_ids"] = list(d.get("evidence_ids") or [])
     d["subjects"] = list(d.get("subjects") or [])
     return Pattern.model_validate(d)
@@ -151,20 +160,14 @@ _CONTRADICTION_TIMES = ("opened_at", "resolved_at")
 
 
 def contradiction_props(c: Contradiction) -> Row:
-    d = c.model_dump(mode="python")
-    for k in _CONTRADICTION_TIMES:
-        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d = _times_to_ms(c.model_dump(mode="python"), _CONTRADICTION_TIMES)
     d["status"] = c.status.value
     d["kind"] = c.kind.value
     return d
 
 
 def contradiction_from_props(d: Row) -> Contradiction:
-    d = dict(d)
-    for k in _CONTRADICTION_TIMES:
-        if d.get(k) is not None:
-            d[k] = from_ms(int(d[k]))
-    return Contradiction.model_validate(d)
+    return Contradiction.model_validate(_times_from_ms(d, _CONTRADICTION_TIMES))
 
 
 # -- the run ledger --------------------------------------------------------------------------------
@@ -213,9 +216,7 @@ _ALERT_TIMES = ("next_attempt_at", "created_at", "last_attempt_at", "delivered_a
 
 
 def alert_props(a: AlertRecord) -> Row:
-    d = a.model_dump(mode="python", exclude={"key"})
-    for k in _ALERT_TIMES:
-        d[k] = to_ms(d[k]) if d[k] is not None else None
+    d = _times_to_ms(a.model_dump(mode="python", exclude={"key"}), _ALERT_TIMES)
     return {k: v for k, v in d.items() if v is not None}
 
 

@@ -9,6 +9,7 @@ keeps its new episodes pending: the next night asks again, at most ``distill.max
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -65,33 +66,35 @@ def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillP
         _mark(plan, inputs, [m for m, _ in unanswered], s.max_attempts)
     _remember_declines(plan, declined)
 
-    working: dict[str, Pattern] = dict(inputs.live)
-    changes: dict[str, PatternChange] = {}
-    evidence = dict(inputs.evidence)
-    pattern_vectors = dict(inputs.pattern_vectors)
+    work = _Working(plan, inputs, s, now, dict(inputs.live), {}, dict(inputs.evidence), dict(inputs.pattern_vectors))
     for members, draft, statement_vector in drafts:
-        _take(plan, inputs, s, now, members, draft, statement_vector, working, changes, evidence, pattern_vectors)
-    _rescore(plan, inputs, s, now, working, changes, evidence, pattern_vectors)
+        _take(work, members, draft, statement_vector)
+    _rescore(work)
+    changes = work.changes
     for c in changes.values():
         c.before_digest = digest(c.before) if c.before is not None else None
     plan.changes = [changes[k] for k in sorted(changes, key=lambda k: (changes[k].action != "add", k))]
     return plan
 
 
-def _take(
-    plan: DistillPlan,
-    inputs: DistillInputs,
-    s: DistillSettings,
-    now: datetime,
-    members: Sequence[Episode],
-    draft: PatternDraft,
-    statement_vector: Vector,
-    working: dict[str, Pattern],
-    changes: dict[str, PatternChange],
-    evidence: dict[str, Episode],
-    pattern_vectors: dict[str, Vector],
-) -> None:
+@dataclass
+class _Working:
+    """The decision in progress: the patterns as they would stand, and what changed so far."""
+
+    plan: DistillPlan
+    inputs: DistillInputs
+    s: DistillSettings
+    now: datetime
+    patterns: dict[str, Pattern]  # live patterns, as changed by the answers taken so far
+    changes: dict[str, PatternChange]
+    evidence: dict[str, Episode]  # evidence episodes, with the absorptions decided so far
+    pattern_vectors: dict[str, Vector]  # of the live patterns and the new ones
+
+
+def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, statement_vector: Vector) -> None:
     """One belief the model stated: refused, a new pattern, or more evidence of an existing one."""
+    plan, inputs, s, now = work.plan, work.inputs, work.s, work.now
+    working, changes, evidence, pattern_vectors = work.patterns, work.changes, work.evidence, work.pattern_vectors
     # The guards hold whatever the model answered: a statement that is not a belief is not
     # written, and only episodes that state it (no slot disagreement) support it.
     kind = statement_kind(draft.statement, inputs.people)
@@ -180,17 +183,11 @@ def _take(
     )
 
 
-def _rescore(
-    plan: DistillPlan,
-    inputs: DistillInputs,
-    s: DistillSettings,
-    now: datetime,
-    working: dict[str, Pattern],
-    changes: dict[str, PatternChange],
-    evidence: dict[str, Episode],
-    pattern_vectors: Mapping[str, Vector],
-) -> None:
+def _rescore(work: _Working) -> None:
     """Every live, unpinned pattern rescored from its ledger (the model's word is one input)."""
+    plan, inputs, s, now = work.plan, work.inputs, work.s, work.now
+    working, changes, evidence = work.patterns, work.changes, work.evidence
+    pattern_vectors = work.pattern_vectors
     states = _states_it(s, working, evidence, inputs.episode_vectors, pattern_vectors, inputs.people)
     for pid, pat in sorted(working.items()):
         if pat.pinned:

@@ -26,17 +26,10 @@ class CypherLedger(CypherBase):
     def abandon_dead_runs(self, by: str) -> list[str]:
         marked: list[str] = []
         for r in self._read(Q["unfinished_runs"]):
-            run = run_from_props(r["r"])
-            if all(s.status not in ("running", "pending") for s in run.steps):
-                continue  # every step recorded; only the closing save was lost
-            for s in run.steps:
-                if s.status == "running":
-                    s.status = "abandoned"
-                    s.error = f"its process stopped before the step finished (found by {by})"
-                elif s.status == "pending":
-                    s.status = "skipped"
-            self.save_run(run)
-            marked.append(run.id)
+            dead = run_from_props(r["r"]).abandoned(by)
+            if dead is not None:
+                self.save_run(dead)
+                marked.append(dead.id)
         return marked
 
     def get_meta(self, key: str) -> str | None:

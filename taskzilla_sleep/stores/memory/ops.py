@@ -33,16 +33,10 @@ class MemoryOps(MemoryBeliefs):
     def abandon_dead_runs(self, by: str) -> list[str]:
         marked: list[str] = []
         for run in self.runs(len(self.run_ledger)):
-            if run.finished_at is not None or all(s.status not in ("running", "pending") for s in run.steps):
-                continue
-            for s in run.steps:
-                if s.status == "running":
-                    s.status = "abandoned"
-                    s.error = f"its process stopped before the step finished (found by {by})"
-                elif s.status == "pending":
-                    s.status = "skipped"
-            self.save_run(run)
-            marked.append(run.id)
+            dead = run.abandoned(by)
+            if dead is not None:
+                self.save_run(dead)
+                marked.append(dead.id)
         return marked
 
     def get_meta(self, key: str) -> str | None:
