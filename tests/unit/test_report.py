@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -502,19 +500,6 @@ def test_a_failing_source_is_reported_not_raised_and_last_night_sticks() -> None
         assert "taskzilla_sleep_outbox_pending" not in m
         assert m["taskzilla_sleep_last_night_timestamp_seconds"][()] == T0.timestamp()
     assert "taskzilla_sleep_open_contradictions" not in second  # the size callable did not give it
-
-
-def test_importing_metrics_loads_no_report_view() -> None:
-    """A scrape needs the report's figures and rules only: importing metrics must not load the text, SVG
-    or HTML views (nor the one-night report, which pulls in the pipeline)."""
-    code = "import sys, taskzilla_sleep.metrics; print(' '.join(sorted(sys.modules)))"
-    root = Path(__file__).resolve().parents[2]
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
-    assert res.returncode == 0, res.stderr[-3000:]
-    loaded = set(res.stdout.split())
-    assert {"taskzilla_sleep.report.nights", "taskzilla_sleep.report.signals"} <= loaded
-    views = {f"taskzilla_sleep.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
-    assert not loaded & views, sorted(loaded & views)
 
 
 def test_grafana_dashboard_and_prometheus_config_match_the_metric_names() -> None:
