@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from taskzilla_sleep.models import Contradiction, Episode, Pattern, Run
-from taskzilla_sleep.stores.ports import AlertRecord, LeaseState
+from taskzilla_sleep.stores.ports import AlertRecord, ItemUpdate, LeaseState
+
+M = TypeVar("M", bound=BaseModel)
 
 # Relationship types between patterns, as the graph names them.
 REFINES = "REFINES"
@@ -46,6 +50,16 @@ class MemoryBase:
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc
+
+    @staticmethod
+    def _updated(item: M, u: ItemUpdate) -> M:
+        """``item`` with ``u`` applied: a field given as None is cleared, i.e. read back as the model's
+        default (the graph removes the property; a counter then reads 0, an optional time None)."""
+        fields = type(item).model_fields
+        changes = {
+            k: fields[k].get_default(call_default_factory=True) if v is None else v for k, v in u.changes().items()
+        }
+        return item.model_copy(update=changes)
 
     def _tombstone(self, item_id: str, **props: Any) -> None:
         self.tombstones.setdefault(item_id, {"id": item_id, **props})  # created once, as MERGE ON CREATE

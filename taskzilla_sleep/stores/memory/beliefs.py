@@ -72,7 +72,7 @@ class MemoryBeliefs(MemoryEpisodes):
             self._maybe_fail()
             for u in updates:
                 if u.id in self.pattern_nodes:
-                    self.pattern_nodes[u.id] = self.pattern_nodes[u.id].model_copy(update=u.changes())
+                    self.pattern_nodes[u.id] = self._updated(self.pattern_nodes[u.id], u)
 
     def merge_patterns(self, keep: Pattern, drop: Pattern, moved: Sequence[EpisodeUpdate], at: datetime) -> None:
         with self._lock:
@@ -185,4 +185,4 @@ class MemoryBeliefs(MemoryEpisodes):
                 return
             self.contradiction_nodes[contradiction.id] = contradiction.model_copy()
             for u in (a, b):
-                self.pattern_nodes[u.id] = self.pattern_nodes[u.id].model_copy(update=u.changes())
+                self.pattern_nodes[u.id] = self._updated(self.pattern_nodes[u.id], u)

@@ -9,6 +9,8 @@ from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episo
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import EpisodeUpdate, ItemKind, Mention, Retirement, StoredEpisode
 
+_TEXT_DROPPED = frozenset({EpisodeStatus.RETIRED, EpisodeStatus.PRUNED})
+
 
 def _by_time(episodes: list[Episode]) -> list[Episode]:
     return sorted((e.model_copy() for e in episodes), key=lambda e: (e.ts, e.id))
@@ -22,8 +24,9 @@ class MemoryEpisodes(MemoryBase):
                 e = self.episode_nodes.get(i)
                 if e is not None:
                     fields: dict[str, object] = dict(e.content())
-                    if e.status not in EPISODE_LIVE:
-                        fields["text"] = None  # retired and pruned episodes lose their text, as in the graph
+                    if e.status in _TEXT_DROPPED or not e.text:
+                        # retire_episodes removed the text, as in the graph; quarantine keeps it
+                        fields["text"] = None
                     out[i] = StoredEpisode(e.status, self.hashes.get(i), fields)
         return out
 
@@ -70,8 +73,13 @@ class MemoryEpisodes(MemoryBase):
             return {i for i, p in self.pattern_nodes.items() if p.team == team and p.status in PATTERN_LIVE}
 
     def _select(self, team: str, keep: Callable[[Episode], bool]) -> list[Episode]:
+        """Episodes of ``team`` that ``keep`` selects; quarantined ones are never read, as in the graph."""
         with self._lock:
-            return _by_time([e for e in self.episode_nodes.values() if e.team == team and keep(e)])
+            return _by_time([e for e in self._matching(team, keep) if e.status is not EpisodeStatus.QUARANTINED])
+
+    def _matching(self, team: str, keep: Callable[[Episode], bool]) -> list[Episode]:
+        with self._lock:
+            return [e for e in self.episode_nodes.values() if e.team == team and keep(e)]
 
     def episodes_in_window(self, team: str, statuses: Sequence[str], after: datetime, until: datetime) -> list[Episode]:
         return self._select(team, lambda e: e.status.value in statuses and after < e.ts <= until)
@@ -94,7 +102,8 @@ class MemoryEpisodes(MemoryBase):
         return self._select(team, pending)
 
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
-        return len(self.episodes_by_status(team, statuses))
+        # A count reads no episode: quarantined ones are counted when their status is asked for.
+        return len(self._matching(team, lambda e: e.status.value in statuses))
 
     def count_new_raw(self, team: str, since: datetime) -> int:
         def new(e: Episode) -> bool:
@@ -127,7 +136,7 @@ class MemoryEpisodes(MemoryBase):
     def _apply(self, u: EpisodeUpdate) -> None:
         e = self.episode_nodes.get(u.id)
         if e is not None:
-            self.episode_nodes[u.id] = e.model_copy(update=u.changes())
+            self.episode_nodes[u.id] = self._updated(e, u)
 
     def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
         with self._lock:
