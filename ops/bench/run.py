@@ -109,6 +109,8 @@ def child_args(a: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
     if a.profile:
         out.append("--profile")
+    if a.baseline_without_hiredis:
+        out.append("--baseline-without-hiredis")
     return out
 
 
@@ -416,6 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--profile", action="store_true", help="pyinstrument profile of the measured night")
     ap.add_argument("--baseline", type=Path, help="a package tree to compare against (run twice, report ratios)")
+    ap.add_argument(
+        "--baseline-without-hiredis",
+        action="store_true",
+        help="run the baseline with redis-py's Python parser (for a baseline older than the hiredis dependency)",
+    )
     # child mode: one scenario
     ap.add_argument("--scenario", choices=("synthetic", "irc"), help=argparse.SUPPRESS)
     ap.add_argument("--pair", help=argparse.SUPPRESS)
@@ -521,9 +528,10 @@ def main(argv: list[str] | None = None) -> int:
 def child(a: argparse.Namespace) -> int:
     if a.package_root is not None:  # the baseline: its taskzilla_sleep before ours
         sys.path.insert(0, str(a.package_root))
-        # ... and the baseline's dependencies: hiredis came with the optimisations (redis-py uses
-        # it whenever it can import it), so the baseline runs with redis-py's Python parser.
-        sys.modules["hiredis"] = None  # type: ignore[assignment]
+        if a.baseline_without_hiredis:
+            # ... and the baseline's dependencies: a package from before the hiredis dependency (redis-py
+            # uses it whenever it can import it) runs with redis-py's Python parser.
+            sys.modules["hiredis"] = None  # type: ignore[assignment]
     from ops.bench import scenario
 
     cfg = scenario.Config(
