@@ -42,6 +42,18 @@ class Conflict(InputError):
     decision, a pinned fact that cannot be superseded). API: 409."""
 
 
+class BadRequest(InputError):
+    """The request is missing something it must say (a team, when no default is configured). API: 400."""
+
+
+class Unauthorized(InputError):
+    """No credentials, or credentials that match no token. API: 401."""
+
+
+class Forbidden(InputError):
+    """A known caller asked for something its token does not allow (a role or a team). API: 403."""
+
+
 class DeliveryError(TaskzillaError):
     """One delivery attempt of a chat alert failed. The message is already free of secrets.
 

@@ -48,6 +48,7 @@ class EpisodeFileError(InputError):
 
     def __init__(self, errors: Sequence[LineError], total: int) -> None:
         self.errors = list(errors)
+        self.total = total
         more = f"\n... and {total - len(errors)} more bad lines" if total > len(errors) else ""
         head = f"{total} bad line(s); nothing was written:\n" if total > 1 else ""
         super().__init__(head + "\n".join(str(e) for e in errors) + more)
@@ -66,12 +67,12 @@ class IngestReport:
         return f"{self.new} new, {self.present} already present, {self.skipped} skipped by write discipline"
 
 
-def _field_of(err: Mapping[str, object]) -> str:
+def field_of(err: Mapping[str, object]) -> str:
     loc = err.get("loc") or ()
     return ".".join(str(p) for p in loc) if isinstance(loc, tuple | list) else str(loc)
 
 
-def _reason_of(err: Mapping[str, object]) -> str:
+def reason_of(err: Mapping[str, object]) -> str:
     kind = str(err.get("type", ""))
     if kind == "missing":
         return "required field is missing"
@@ -126,7 +127,7 @@ def validate_item(obj: object, limits: Limits, now: datetime) -> EpisodeIn | tup
         item = EpisodeIn.model_validate(obj)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return _field_of(first), _reason_of(first)
+        return field_of(first), reason_of(first)
     return limits.problem(item, now) or item
 
 

@@ -155,7 +155,23 @@ CONTENT_FIELDS = ("team", "channel", "author", "ts", "provenance", "text")
 class EpisodeIn(BaseModel):
     """One line of an ingest file, exactly as a bot writes it. Unknown fields are rejected."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+    model_config = ConfigDict(
+        extra="forbid",
+        str_strip_whitespace=False,
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "slack-C024BE91L-1732790520.000200",
+                    "team": "platform",
+                    "channel": "deploys",
+                    "author": "sara",
+                    "text": "reminder: no deploys to production on Fridays",
+                    "ts": "2026-11-27T10:02:00+01:00",
+                    "provenance": "human",
+                }
+            ]
+        },
+    )
 
     id: EpisodeId | None = None
     team: TeamName

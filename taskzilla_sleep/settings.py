@@ -211,12 +211,43 @@ class MemoryIndexSettings(_Section):
     _blank = field_validator("dir", mode="before")(_unset_if_blank)
 
 
+class TokenGrant(_Section):
+    """What one API token may do: a name (recorded as ``by`` and in the audit log), its teams
+    (``"*"``: every team) and a role (read < write < admin)."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@:-]+$")
+    teams: tuple[str, ...] = Field(min_length=1)
+    role: Literal["read", "write", "admin"] = "read"
+
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
 class ApiSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     max_body_bytes: int = Field(default=5_000_000, ge=1024)
+    # Tokens by the SHA-256 (hex) of the token; the token itself lives with the bot, never here.
+    tokens: dict[str, TokenGrant] = Field(default_factory=dict)
+    tokens_file: Path | None = None  # the same mapping in a YAML file of its own (a mounted secret)
+    default_team: str | None = None  # the team of a request that names none (else 400)
+    ingest_concurrency: int = Field(default=1, ge=1, le=16)  # ingests running at once
+    ingest_queue: int = Field(default=8, ge=0, le=1000)  # ingests waiting; more: 429 + Retry-After
 
     _host = field_validator("host")(_plain_host)
+    _blank = field_validator("default_team", "tokens_file", mode="before")(_unset_if_blank)
+
+    @field_validator("tokens")
+    @classmethod
+    def _hashes(cls, v: dict[str, TokenGrant]) -> dict[str, TokenGrant]:
+        for key in v:
+            if not _SHA256_HEX.match(key):
+                raise ValueError(
+                    f"key {key[:8]}... is not a SHA-256 hex digest: put sha256(token) here, never the "
+                    "token itself (python -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode())"
+                    ".hexdigest())' TOKEN)"
+                )
+        return v
 
 
 class AlertChannel(_Section):

@@ -21,19 +21,25 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
 from taskzilla_sleep.models import RunTrigger, StepName
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
+from taskzilla_sleep.service import IngestGate, MemoryService
 from taskzilla_sleep.watchdog import watchdog_due
 
+if TYPE_CHECKING:
+    from taskzilla_sleep.api import ApiDeps
+
 log = structlog.get_logger(__name__)
+INGEST_WAIT_S = 120.0  # how long consolidation waits for ingests in flight before it starts anyway
 
 
 class Worker:
@@ -62,6 +68,16 @@ class Worker:
         self._missed_logged: set[str] = set()
         self._env = dict(os.environ if env is None else env)
         self.ingestor = services.ingestor(clock=self.clock.now)
+        self.gate = IngestGate()
+        self.memory = MemoryService(
+            self.settings,
+            services.graph,
+            services.vectors,
+            self.ingestor,
+            self.clock.now,
+            on_ingest=self._wake.set,
+            gate=self.gate,
+        )
         self.port: int | None = None
         self._started_at = clock.now()  # a night whose slot passed before this is a catch-up
         self._metrics_registry: Any = None
@@ -151,6 +167,9 @@ class Worker:
         self.clock.sleep((wake_at - now).total_seconds(), self._wake)
 
     def _with_lease(self, what: str, work: Callable[[], None]) -> bool:
+        # An ingest between its graph write and its vectors is not drift: let it finish first.
+        if not self.gate.wait_idle(INGEST_WAIT_S):
+            log.warning("ingest_still_running", work=what, in_flight=self.gate.busy, waited_s=INGEST_WAIT_S)
         if not self.lease.try_acquire():
             holder, _ = self.lease.holder()
             log.info("lease_busy", work=what, holder=holder)
@@ -250,22 +269,18 @@ class Worker:
         self._start_api()
         return f"http://{self.settings.api.host}:{self.port}"
 
+    def api_deps(self) -> ApiDeps:
+        from taskzilla_sleep.api import ApiDeps
+
+        tokens = Tokens.from_settings(self.settings.api, self._api_token)
+        return ApiDeps(service=self.memory, tokens=tokens, status=self.status, metrics=self.metrics)
+
     def _start_api(self) -> None:
         import uvicorn
 
-        from taskzilla_sleep.api import ApiDeps, create_app
+        from taskzilla_sleep.api import create_app
 
-        deps = ApiDeps(
-            settings=self.settings,
-            graph=self.services.graph,
-            vectors=self.services.vectors,
-            ingestor=self.ingestor,
-            clock=self.clock.now,
-            token=self._api_token,
-            status=self.status,
-            metrics=self.metrics,
-            on_ingest=self._wake.set,
-        )
+        deps = self.api_deps()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -140,11 +140,11 @@ def _belief_section(label: str, b: Belief, tz: tzinfo) -> Section:
 
 def resolve_instructions(contradiction_id: str) -> Resolve:
     """The command line and the HTTP call that resolve ``contradiction_id``, and what each choice does."""
-    body = {"keep": KEEP_CHOICES, "by": "NAME", "note": "..."}
+    body = {"keep": KEEP_CHOICES, "note": "..."}  # who decides is the API token's name
     return Resolve(
         contradiction_id=contradiction_id,
         cli=resolve_command(contradiction_id, note=True),
-        http=HttpResolve(path=f"/contradictions/{contradiction_id}/resolve", body=body),
+        http=HttpResolve(path=f"/v1/contradictions/{contradiction_id}/resolve", body=body),
         options={
             "new": "the new belief holds; the old one is superseded (archived with who, when and why)",
             "old": "the old belief holds; the new one is superseded",

@@ -257,7 +257,7 @@ def test_sync_then_deliver_sends_the_right_message_to_each_channel(
         f"{c.id}:pager",
     )
     assert body["old"]["id"] == "pat-1-old" and body["new"]["id"] == "pat-1-new"
-    assert body["resolve"]["http"]["path"] == f"/contradictions/{c.id}/resolve"
+    assert body["resolve"]["http"]["path"] == f"/v1/contradictions/{c.id}/resolve"
     assert f"contradictions resolve {c.id} --keep new|old|both --by NAME" in body["resolve"]["cli"]
 
     (s,) = slack.received()

@@ -35,7 +35,7 @@ from taskzilla_sleep.settings import AlertChannel, AlertSettings
 T = datetime(2026, 11, 28, 2, 15, tzinfo=UTC)  # 03:15 in Amsterdam
 CID = "con_0123456789abcdef"
 CLI = f"taskzilla-sleep contradictions resolve {CID} --keep new|old|both --by NAME [--note TEXT]"
-HTTP = f'POST /contradictions/{CID}/resolve {{"keep": "new|old|both", "by": "NAME", "note": "..."}}'
+HTTP = f'POST /v1/contradictions/{CID}/resolve {{"keep": "new|old|both", "note": "..."}}'
 SLACK_SECRET = "XyZsecretSlackPart0123456789"
 TG_TOKEN = "123456:AAH-tg-secret-token-value"
 
@@ -113,8 +113,8 @@ def test_contradiction_names_both_beliefs_their_evidence_the_id_and_how_to_resol
     assert (msg.old.id, msg.old.evidence, msg.old.against, msg.old.confidence) == ("pat_old", 5, 2, 0.714)
     assert (msg.new.id, msg.new.evidence, msg.new.against) == ("pat_new", 3, 0)
     assert msg.resolve.cli == CLI
-    assert msg.resolve.http.method == "POST" and msg.resolve.http.path == f"/contradictions/{CID}/resolve"
-    assert msg.resolve.http.body == {"keep": "new|old|both", "by": "NAME", "note": "..."}
+    assert msg.resolve.http.method == "POST" and msg.resolve.http.path == f"/v1/contradictions/{CID}/resolve"
+    assert msg.resolve.http.body == {"keep": "new|old|both", "note": "..."}
 
 
 def test_a_disagreement_says_people_disagree(msg: AlertMessage) -> None:
@@ -282,8 +282,8 @@ def test_webhook_payload_shape(msg: AlertMessage) -> None:
     assert body["resolve"]["cli"] == CLI
     assert body["resolve"]["http"] == {
         "method": "POST",
-        "path": f"/contradictions/{CID}/resolve",
-        "body": {"keep": "new|old|both", "by": "NAME", "note": "..."},
+        "path": f"/v1/contradictions/{CID}/resolve",
+        "body": {"keep": "new|old|both", "note": "..."},
     }
     assert json.loads(json.dumps(body)) == body
 

@@ -1,0 +1,229 @@
+"""The worker's HTTP API for the bot, in any language: ``/v1`` operations scoped to a team and a
+token, and the ops probes (``/healthz``, ``/readyz``, ``/metrics``). OpenAPI at ``/openapi.json``.
+
+Blocking work (embedding, store calls) never runs on the event loop: plain ``def`` operations run
+in the threadpool, and an ingest waits in a bounded queue (``api.ingest_concurrency`` running,
+``api.ingest_queue`` waiting; beyond that 429 with Retry-After), so probes and recalls answer while
+a large batch is stored.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from taskzilla_sleep.access import Access, Tokens
+from taskzilla_sleep.api import errors
+from taskzilla_sleep.api.body_limit import BodyLimit
+from taskzilla_sleep.api.errors import Busy, responses
+from taskzilla_sleep.api.schemas import (
+    Health,
+    IngestRequest,
+    IngestResult,
+    PinRequest,
+    Readiness,
+    RecallResult,
+    ResolveRequest,
+)
+from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern
+from taskzilla_sleep.service import ContradictionView, MemoryService
+
+T = TypeVar("T")
+Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
+READ = responses(400, 401, 403, 422, 503)
+WRITE = responses(400, 401, 403, 404, 409, 413, 422, 503)
+
+
+_bearer = HTTPBearer(auto_error=False, description="an API token (its SHA-256 is in api.tokens)")
+
+
+def _caller(request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Access:
+    tokens: Tokens = request.app.state.tokens
+    return tokens.authenticate(cred.credentials if cred else None)
+
+
+Caller = Annotated[Access, Depends(_caller)]
+
+
+class ApiDeps:
+    """What the API needs from the worker; built once by the worker, shared with its loop."""
+
+    def __init__(
+        self,
+        service: MemoryService,
+        tokens: Tokens,
+        status: Callable[[], dict[str, Any]],
+        metrics: Callable[[], tuple[bytes, str]],
+    ) -> None:
+        self.service = service
+        self.tokens = tokens
+        self.status = status
+        self.metrics = metrics
+
+
+class IngestQueue:
+    """At most ``concurrency`` ingests run (in threads) and ``waiting`` wait; one more is refused."""
+
+    def __init__(self, concurrency: int, waiting: int) -> None:
+        self.limiter = anyio.CapacityLimiter(concurrency)
+        self.concurrency = concurrency
+        self.capacity = concurrency + waiting
+        self.pending = 0  # touched on the event loop only
+        self.mean_s = 1.0
+
+    async def run(self, work: Callable[[], T]) -> T:
+        if self.pending >= self.capacity:
+            wait = max(1, math.ceil(self.mean_s * self.pending / self.concurrency))
+            raise Busy(f"{self.pending} ingests are in flight; retry in {wait} s", retry_after_s=wait)
+        self.pending += 1
+        started = time.monotonic()
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=self.limiter)
+        finally:
+            self.pending -= 1
+            self.mean_s = 0.8 * self.mean_s + 0.2 * (time.monotonic() - started)
+
+
+def create_app(deps: ApiDeps) -> FastAPI:
+    service = deps.service
+    settings = service.settings
+    app = FastAPI(
+        title="taskzilla-sleep",
+        version="1",
+        description="Memory consolidation for a team chat bot: ingest episodes, recall beliefs, resolve "
+        "contradictions, pin facts. Every /v1 operation is scoped to one team and, when tokens are "
+        "configured, to a bearer token's teams and role (read < write < admin).",
+    )
+    app.add_middleware(BodyLimit, limit=settings.api.max_body_bytes)
+    errors.install(app)
+    app.state.tokens = deps.tokens
+    queue = IngestQueue(settings.api.ingest_concurrency, settings.api.ingest_queue)
+    v1 = APIRouter(prefix="/v1")
+
+    @v1.post("/episodes", operation_id="ingestEpisodes", response_model=IngestResult, responses=WRITE | responses(429))
+    async def ingest_episodes(body: IngestRequest, who: Caller) -> IngestResult:
+        """Store a batch of episodes (all or nothing); a re-sent episode is counted as present."""
+        report = await queue.run(lambda: service.ingest(who, body.episodes))
+        return IngestResult(
+            new=report.new,
+            present=report.present,
+            skipped=report.skipped,
+            skipped_by_connector=report.skipped_by_connector,
+        )
+
+    @v1.get("/recall", operation_id="recall", response_model=RecallResult, responses=READ)
+    def recall(
+        who: Caller,
+        q: Annotated[str, Query(min_length=1, max_length=2000, description="the question")],
+        team: Team = None,
+        entity: Annotated[str | None, Query(max_length=200, description="only about this person/channel")] = None,
+        k: Annotated[int, Query(ge=1, le=50)] = 5,
+        include: Annotated[list[Literal["drafts"]], Query(description="also the bot's own drafts")] = [],  # noqa: B006
+    ) -> RecallResult:
+        """Pinned facts first, then beliefs, raw episodes only as fallback; never another team."""
+        scope = service.team(who, team)
+        items = service.recall(who, scope, q, entity=entity, k=k, include_drafts="drafts" in include)
+        return RecallResult(team=scope, items=items)
+
+    @v1.get(
+        "/contradictions",
+        operation_id="listContradictions",
+        response_model=list[ContradictionView],
+        responses=READ,
+    )
+    def list_contradictions(
+        who: Caller, team: Team = None, status: Literal["open", "resolved"] = "open"
+    ) -> list[ContradictionView]:
+        return service.contradictions(who, team, status)
+
+    @v1.get(
+        "/contradictions/{contradiction_id}",
+        operation_id="getContradiction",
+        response_model=ContradictionView,
+        responses=READ | responses(404),
+    )
+    def get_contradiction(who: Caller, contradiction_id: Annotated[str, Path(max_length=200)]) -> ContradictionView:
+        return service.contradiction(who, contradiction_id)
+
+    @v1.post(
+        "/contradictions/{contradiction_id}/resolve",
+        operation_id="resolveContradiction",
+        response_model=Contradiction,
+        responses=WRITE,
+    )
+    def resolve_contradiction(
+        who: Caller, contradiction_id: Annotated[str, Path(max_length=200)], body: ResolveRequest
+    ) -> Contradiction:
+        """Keep the new belief, the old one, or both; recorded as decided by the token's name."""
+        return service.resolve(who, contradiction_id, body.keep, body.note)
+
+    @v1.get("/facts", operation_id="listFacts", response_model=list[Pattern], responses=READ)
+    def list_facts(who: Caller, team: Team = None) -> list[Pattern]:
+        return service.facts(who, team)
+
+    @v1.post("/facts", operation_id="pinFact", response_model=Pattern, responses=WRITE)
+    def pin_fact(who: Caller, body: PinRequest) -> Pattern:
+        return service.pin(who, body.team, body.text, body.entity)
+
+    @v1.delete("/facts/{fact_id}", operation_id="unpinFact", response_model=Pattern, responses=WRITE)
+    def unpin_fact(who: Caller, fact_id: Annotated[str, Path(max_length=200)]) -> Pattern:
+        return service.unpin(who, fact_id)
+
+    @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
+    def get_status(who: Caller) -> dict[str, Any]:
+        """Store sizes, backends, schedule and the last runs of every team (admin)."""
+        who.require("admin")
+        return deps.status()
+
+    app.include_router(v1)
+    if deps.tokens.open:
+        _security_optional(app)
+
+    @app.get("/healthz", operation_id="health", response_model=Health, tags=["probes"])
+    def healthz() -> Health:
+        return Health(ok=True)
+
+    not_ready: dict[int | str, dict[str, Any]] = {503: {"model": Readiness, "description": "a store does not answer"}}
+
+    @app.get("/readyz", operation_id="ready", response_model=Readiness, tags=["probes"], responses=not_ready)
+    def readyz() -> JSONResponse:
+        problems = {}
+        for name, ping in (("graph", service.graph.ping), ("vectors", service.vectors.ping)):
+            try:
+                ping()
+            except StoreError as exc:
+                problems[name] = str(exc)[:300]
+        body = Readiness(ready=not problems, problems=problems).model_dump()
+        return JSONResponse(body, status_code=503 if problems else 200)
+
+    @app.get("/metrics", operation_id="metrics", response_class=PlainTextResponse, tags=["probes"])
+    def metrics() -> Response:
+        body, content_type = deps.metrics()
+        return Response(content=body, media_type=content_type)
+
+    return app
+
+
+def _security_optional(app: FastAPI) -> None:
+    """An open deployment (no token configured) says so in its schema: a token is optional there."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            for item in schema.get("paths", {}).values():
+                for op in item.values():
+                    if isinstance(op, dict) and op.get("security"):
+                        op["security"] = [*op["security"], {}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,61 @@
+"""Request and response bodies of the HTTP API (the OpenAPI schema is generated from these)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from taskzilla_sleep.models import EpisodeIn, StorableStr, TeamName
+from taskzilla_sleep.recall import RecallItem
+
+
+class IngestRequest(BaseModel):
+    """A batch of episodes: all are validated first; one invalid item means nothing is written."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: list[EpisodeIn] = Field(min_length=1)
+
+
+class IngestResult(BaseModel):
+    new: int
+    present: int
+    skipped: int
+    skipped_by_connector: dict[str, int]
+
+
+class ResolveRequest(BaseModel):
+    """A person's decision. Who decided is the token's name (recorded as ``resolved_by``)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"keep": "new", "note": "we moved"}]})
+
+    keep: Literal["new", "old", "both"]
+    note: StorableStr | None = Field(default=None, max_length=2000)
+
+
+class PinRequest(BaseModel):
+    """A fact a person declares: immune to every nightly step until unpinned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: StorableStr = Field(min_length=1, max_length=300)
+    team: TeamName | None = None
+    entity: StorableStr | None = Field(default=None, max_length=200)
+
+
+class RecallResult(BaseModel):
+    """What the bot gets back: items best first (and, with format=prompt, a block for a system prompt)."""
+
+    team: str
+    items: list[RecallItem]
+    prompt: str | None = None
+
+
+class Health(BaseModel):
+    ok: bool
+
+
+class Readiness(BaseModel):
+    ready: bool
+    problems: dict[str, str]

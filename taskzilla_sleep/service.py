@@ -1,0 +1,193 @@
+"""What a bot may do with the memory, whatever the transport (HTTP API, MCP): each operation checks
+the caller's :class:`~taskzilla_sleep.access.Access` (role and team) and every write is logged as an
+``audit`` event (who, what, which team and ids). Person-facing decisions record the caller's token
+name as ``by``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel
+
+from taskzilla_sleep import contradictions as human_loop
+from taskzilla_sleep import facts as fact_book
+from taskzilla_sleep.access import Access
+from taskzilla_sleep.errors import NotFound
+from taskzilla_sleep.ingest import Ingestor, IngestReport
+from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern
+from taskzilla_sleep.recall import RecallItem, recall
+from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.stores.ports import GraphStore, VectorStore
+
+log = structlog.get_logger(__name__)
+
+Keep = Literal["new", "old", "both"]
+MAX_AUDIT_IDS = 50
+
+
+class ContradictionView(BaseModel):
+    """A contradiction with the text of both beliefs."""
+
+    contradiction: Contradiction
+    old: str | None
+    new: str | None
+
+
+class IngestGate:
+    """Counts ingests in flight, so a night in the same process can wait for them: an ingest between
+    its graph write and its vectors is not drift."""
+
+    def __init__(self) -> None:
+        self._busy = 0
+        self._idle = threading.Condition()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        with self._idle:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    @property
+    def busy(self) -> int:
+        return self._busy
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """True when no ingest is in flight (waiting up to ``timeout_s``)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout=timeout_s)
+
+
+def audit(access: Access, action: str, team: str | None, ids: Sequence[str] = (), **extra: object) -> None:
+    log.info(
+        "audit",
+        who=access.name,
+        role=access.role,
+        action=action,
+        team=team,
+        n=len(ids),
+        ids=list(ids[:MAX_AUDIT_IDS]),
+        **extra,
+    )
+
+
+class MemoryService:
+    def __init__(
+        self,
+        settings: Settings,
+        graph: GraphStore,
+        vectors: VectorStore,
+        ingestor: Ingestor,
+        clock: Callable[[], datetime],
+        on_ingest: Callable[[], None] = lambda: None,
+        gate: IngestGate | None = None,
+    ) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.vectors = vectors
+        self.ingestor = ingestor
+        self.clock = clock
+        self.on_ingest = on_ingest
+        self.gate = gate or IngestGate()
+
+    def team(self, access: Access, wanted: str | None) -> str:
+        """The team a read is about; the caller must see it."""
+        team = access.team_for(wanted, self.settings.api.default_team)
+        access.require("read", team)
+        return team
+
+    # -- reads ------------------------------------------------------------------------------------
+    def recall(
+        self,
+        access: Access,
+        team: str | None,
+        query: str,
+        *,
+        entity: str | None = None,
+        k: int = 5,
+        include_drafts: bool = False,
+    ) -> list[RecallItem]:
+        scope = self.team(access, team)
+        now = self.clock()
+        return recall(
+            self.graph, self.vectors, query, now, teams=[scope], entity=entity, k=k, include_drafts=include_drafts
+        )
+
+    def contradictions(self, access: Access, team: str | None, status: str = "open") -> list[ContradictionView]:
+        scope = self.team(access, team)
+        return self._views(self.graph.contradictions(scope, status))
+
+    def contradiction(self, access: Access, cid: str) -> ContradictionView:
+        c = self._visible_contradiction(access, cid)
+        return self._views([c])[0]
+
+    def facts(self, access: Access, team: str | None) -> list[Pattern]:
+        return fact_book.list_facts(self.graph, self.team(access, team))
+
+    # -- writes -----------------------------------------------------------------------------------
+    def ingest(self, access: Access, items: Sequence[EpisodeIn], source: str = "api") -> IngestReport:
+        access.require("write")
+        for team in sorted({i.team for i in items}):
+            access.require("write", team)
+        with self.gate.running():
+            report = self.ingestor.ingest_items(items, source=source)
+        teams = sorted({i.team for i in items})
+        audit(access, "ingest", ",".join(teams), report.new_ids, present=report.present, skipped=report.skipped)
+        if report.new:
+            self.on_ingest()
+        return report
+
+    def resolve(self, access: Access, cid: str, keep: Keep, note: str | None) -> Contradiction:
+        c = self._visible_contradiction(access, cid)
+        access.require("write", c.team)
+        done = human_loop.resolve(
+            self.graph,
+            self.vectors,
+            cid,
+            keep,
+            access.name,
+            note,
+            self.clock(),
+            self.settings.distill.confidence_floor,
+        )
+        audit(access, "resolve", c.team, [cid], keep=keep)
+        return done
+
+    def pin(self, access: Access, team: str | None, text: str, entity: str | None) -> Pattern:
+        scope = access.team_for(team, self.settings.api.default_team)
+        access.require("write", scope)
+        fact = fact_book.pin(self.graph, self.vectors, scope, text, access.name, self.clock(), entity)
+        audit(access, "pin", scope, [fact.id])
+        return fact
+
+    def unpin(self, access: Access, fact_id: str) -> Pattern:
+        found = self.graph.patterns_by_id([fact_id])
+        if not found or not found[0].pinned or not access.sees(found[0].team):
+            raise NotFound(f"no pinned fact with id {fact_id!r}")
+        access.require("write", found[0].team)
+        fact = fact_book.unpin(self.graph, self.vectors, fact_id, access.name, self.clock())
+        audit(access, "unpin", fact.team, [fact_id])
+        return fact
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _visible_contradiction(self, access: Access, cid: str) -> Contradiction:
+        c = self.graph.get_contradiction(cid)  # NotFound when there is none
+        access.visible(c.team, f"contradiction {cid!r}")
+        return c
+
+    def _views(self, found: Sequence[Contradiction]) -> list[ContradictionView]:
+        beliefs = {p.id: p.statement for p in self.graph.patterns_by_id([i for c in found for i in c.pattern_ids])}
+        return [
+            ContradictionView(contradiction=c, old=beliefs.get(c.old_pattern_id), new=beliefs.get(c.new_pattern_id))
+            for c in found
+        ]
