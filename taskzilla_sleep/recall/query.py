@@ -39,9 +39,11 @@ from taskzilla_sleep.recall.select import (
     belief_key,
     collapse_beliefs,
     pick,
+    same_text,
 )
-from taskzilla_sleep.stores.ports import GraphStore, PatternCard, VectorStore
+from taskzilla_sleep.stores.ports import GraphStore, PatternCard, VectorHit, VectorStore
 
+_WIDENINGS = 2  # times the episode query may reach three times further (k*3 -> k*9 -> k*27 hits)
 # Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
 _GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
 
@@ -63,8 +65,13 @@ def recall(
     beliefs, full = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims)
     related = _related(graph, beliefs, full, include_superseded)
     good = sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH)
-    eps = _episodes(graph, vectors, query, team_list, ent, k, include_drafts, include_superseded) if good < k else []
-    items = related.beside(pick(beliefs, eps, k, related.covers(beliefs)), sims)
+    covers = related.covers(beliefs)
+    eps = (
+        _episodes(graph, vectors, query, team_list, ent, k, include_drafts, include_superseded, Cover.union(covers))
+        if good < k
+        else []
+    )
+    items = related.beside(pick(beliefs, eps, k, covers), sims)
     graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
     settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
     return items
@@ -263,32 +270,46 @@ def _episodes(
     k: int,
     include_drafts: bool,
     include_superseded: bool,
+    cover: Cover,
 ) -> list[EpisodeCandidate]:
-    """Raw episodes close to the query that may be shown, best first."""
+    """Raw episodes close to the query that may be shown, best first. When the beliefs found cover
+    most of the nearest ones (their evidence, or repeats of one text), the query reaches further,
+    so that k distinct messages can still be found."""
     out: list[EpisodeCandidate] = []
     for team in teams:
-        hits = vectors.query(team, "episodes", query, n=k * 3)
-        eps = {e.id: e for e in graph.get_episodes([h.id for h in hits])}
-        owners = sorted({e.absorbed_by for e in eps.values() if e.absorbed_by})
-        # A message absorbed by a belief no longer held is that belief's evidence: gone with it.
-        gone = {i for i, c in graph.pattern_cards(owners).items() if c.status in _GONE} if owners else set()
-        for h in hits:
-            e = eps.get(h.id)
-            if e is None or e.status not in EPISODE_LIVE:
-                continue
-            if e.provenance is Provenance.AI_DRAFT and not include_drafts:
-                continue  # the bot's own drafts are not the team's memory
-            if injection(e.text) is not None:
-                continue  # chat is data: an order to the assistant, or a secret, is never handed to the bot
-            if (
-                ent
-                and ent not in (normalize_name(e.author), normalize_name(e.channel))
-                and ent not in e.text.casefold()
-            ):
-                continue
-            superseded = e.absorbed_by in gone
-            if superseded and not include_superseded:
-                continue
-            out.append(EpisodeCandidate(episode_item(e, round(h.similarity, 4), superseded), e.absorbed_by))
+        n = k * 3
+        for _ in range(_WIDENINGS + 1):
+            hits = vectors.query(team, "episodes", query, n=n)
+            found = _usable(graph, hits, ent, include_drafts, include_superseded)
+            fresh = {same_text(c.item.text) for c in found if not cover.hides(c)}
+            if len(fresh) >= k or len(hits) < n:
+                break
+            n *= 3
+        out += found
     out.sort(key=lambda c: (-(c.item.similarity or 0.0), c.item.id))
+    return out
+
+
+def _usable(
+    graph: GraphStore, hits: Sequence[VectorHit], ent: str | None, include_drafts: bool, include_superseded: bool
+) -> list[EpisodeCandidate]:
+    eps = {e.id: e for e in graph.get_episodes([h.id for h in hits])}
+    owners = sorted({e.absorbed_by for e in eps.values() if e.absorbed_by})
+    # A message absorbed by a belief no longer held is that belief's evidence: gone with it.
+    gone = {i for i, c in graph.pattern_cards(owners).items() if c.status in _GONE} if owners else set()
+    out: list[EpisodeCandidate] = []
+    for h in hits:
+        e = eps.get(h.id)
+        if e is None or e.status not in EPISODE_LIVE:
+            continue
+        if e.provenance is Provenance.AI_DRAFT and not include_drafts:
+            continue  # the bot's own drafts are not the team's memory
+        if injection(e.text) is not None:
+            continue  # chat is data: an order to the assistant, or a secret, is never handed to the bot
+        if ent and ent not in (normalize_name(e.author), normalize_name(e.channel)) and ent not in e.text.casefold():
+            continue
+        superseded = e.absorbed_by in gone
+        if superseded and not include_superseded:
+            continue
+        out.append(EpisodeCandidate(episode_item(e, round(h.similarity, 4), superseded), e.absorbed_by))
     return out

@@ -223,7 +223,8 @@ def test_recall_patterns_first_then_episodes_and_marks_access(stack: Stack) -> N
     standup = recall(stack.graph, stack.vectors, "how does standup work?", later, k=3)
     new = next(i for i in standup if i.id == con.new_pattern_id)
     assert new.changed_on is not None and new.changed_on.date().isoformat() == "2026-11-26"
-    assert new.contradiction is not None and new.contradiction.id == con.id and new.was is not None and "async" in new.was.casefold()
+    assert new.contradiction is not None and new.contradiction.id == con.id
+    assert new.was is not None and "async" in new.was.casefold()
     assert f"CHANGED on 2026-11-26, awaiting confirmation (was: {new.was}), see {con.id}" in new.render()
     assert any(i.id == con.old_pattern_id and i.status == "contested" and i.contradiction for i in standup)
 
