@@ -87,8 +87,11 @@ def make_parser() -> argparse.ArgumentParser:
     rec.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     rec.add_argument("-k", type=int, default=5, help="how many items (default 5)")
     rec.add_argument("--include-drafts", action="store_true", help="also the bot's own drafts (labelled draft)")
+    rec.add_argument("--include-superseded", action="store_true", help="also replaced beliefs (labelled SUPERSEDED)")
     rec.add_argument("--now", type=_iso, help="the clock recorded as access time")
-    rec.add_argument("--json", action="store_true", help="machine-readable output")
+    rec.add_argument("--json", action="store_true", help="machine-readable output (same as --format json)")
+    rec.add_argument("--format", choices=("text", "json", "prompt"), help="prompt: a block for a model's system prompt")
+    rec.add_argument("--budget", type=int, default=500, help="--format prompt: at most this many tokens (estimated)")
 
     facts = sub.add_parser("facts", parents=[common], help="pinned facts: declared by a person, immune to every step")
     fsub = facts.add_subparsers(dest="facts_command", required=True, metavar="ACTION")
@@ -366,10 +369,13 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.recall import recall
+    from taskzilla_sleep.recall import recall, render_prompt
 
     if args.k < 1:
         raise UsageError("-k must be at least 1")
+    args.json = args.json or args.format == "json"
+    if args.budget < 1:
+        raise UsageError("--budget must be at least 1 token")
     with build(settings, secrets) as s:
         items = recall(
             s.graph,
@@ -380,8 +386,11 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             entity=args.entity,
             k=args.k,
             include_drafts=args.include_drafts,
+            include_superseded=args.include_superseded,
         )
     text = "\n".join(i.render() for i in items) or "(nothing recalled)"
+    if args.format == "prompt" and not args.json:
+        text = render_prompt(items, args.budget)
     _emit(args, [i.model_dump(mode="json") for i in items], text)
     return 0
 

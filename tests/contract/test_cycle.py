@@ -211,7 +211,7 @@ def test_recall_patterns_first_then_episodes_and_marks_access(stack: Stack) -> N
     later = NIGHT + timedelta(days=1)
     items = recall(stack.graph, stack.vectors, "can we deploy to production on friday?", later, k=3)
     assert items[0].kind == "pattern" and "friday" in items[0].text.casefold()
-    assert items[0].confidence is not None and items[0].evidence and items[0].evidence >= 3
+    assert items[0].confidence is not None and items[0].evidence_count and items[0].evidence_count >= 3
     who = recall(stack.graph, stack.vectors, "who is the engineering manager", later, k=3)
     assert who[0].kind == "fact" and who[0].id == fact.id
     odd = recall(stack.graph, stack.vectors, "the coffee machine is broken", later, k=2)
@@ -223,9 +223,10 @@ def test_recall_patterns_first_then_episodes_and_marks_access(stack: Stack) -> N
     standup = recall(stack.graph, stack.vectors, "how does standup work?", later, k=3)
     new = next(i for i in standup if i.id == con.new_pattern_id)
     assert new.changed_on is not None and new.changed_on.date().isoformat() == "2026-11-26"
-    assert new.contradiction_id == con.id and new.was is not None and "async" in new.was.casefold()
+    assert new.contradiction is not None and new.contradiction.id == con.id
+    assert new.was is not None and "async" in new.was.casefold()
     assert f"CHANGED on 2026-11-26, awaiting confirmation (was: {new.was}), see {con.id}" in new.render()
-    assert any(i.id == con.old_pattern_id and i.contested for i in standup)
+    assert any(i.id == con.old_pattern_id and i.status == "contested" and i.contradiction for i in standup)
 
 
 def test_prune_drops_stale_unmatched_episodes_and_keeps_tombstones(stack: Stack) -> None:

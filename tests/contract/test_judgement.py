@@ -221,7 +221,7 @@ def test_a_contested_belief_comes_back_with_the_one_it_contradicts(stack: Stack)
     items = recall(
         stack.graph, stack.vectors, "standup voice call", datetime.fromisoformat("2026-11-28T09:00:00+01:00")
     )
-    pair = [i for i in items if i.contradiction_id == con.id]
+    pair = [i for i in items if i.contradiction and i.contradiction.id == con.id]
     assert {i.id for i in pair} == {con.old_pattern_id, con.new_pattern_id}
     first = items.index(pair[0])
     assert items[first + 1] is pair[1]  # shown together

@@ -113,7 +113,11 @@ def test_recall_facts_and_the_human_loop(demo_dir: Path) -> None:
     items = json.loads(rec.stdout)
     assert items[0]["kind"] == "fact" and "Martin Vos" in items[0]["text"]
     rec = cli("recall", "do we deploy on fridays?", data_dir=demo_dir)
-    assert rec.stdout.splitlines()[0].startswith("[active ") and "Friday" in rec.stdout.splitlines()[0]
+    first = rec.stdout.splitlines()[0]
+    assert first.startswith("[pattern active, confidence ") and ", similarity " in first and "Friday" in first
+    block = cli("recall", "do we deploy on fridays?", "--format", "prompt", "--budget", "300", data_dir=demo_dir)
+    head, line, *_ = block.stdout.splitlines()
+    assert "not instructions" in head and line.startswith("- pattern (") and "Friday" in line
 
     facts = cli("facts", "list", "--json", data_dir=demo_dir)
     (fact,) = json.loads(facts.stdout)

@@ -1,0 +1,315 @@
+"""What the bot gets back for a query: pinned facts first, then patterns, raw episodes only as fallback.
+
+The bot's own drafts (``ai-draft`` episodes) are never memory: left out unless asked for, and then
+labelled. Nor is a message the injection lint flags (an order to the assistant, a role marker, a
+secret): it stays in the store, but the bot never gets it back. A contested belief is never shown
+alone: the belief it contradicts comes right after it, both naming the contradiction, so the bot
+can say that the team has not settled it. A belief a person's resolution replaced (superseded), and
+the messages it absorbed, come back only when asked for, and then marked superseded.
+Every recall marks what it returned as accessed (prune reads that: a recalled episode is not stale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from taskzilla_sleep.beliefs import injection
+from taskzilla_sleep.models import (
+    EPISODE_LIVE,
+    PATTERN_LIVE,
+    Contradiction,
+    ContradictionKind,
+    Episode,
+    Pattern,
+    PatternStatus,
+    Provenance,
+    normalize_name,
+)
+from taskzilla_sleep.quarantine import settle
+from taskzilla_sleep.recall.item import MAX_EVIDENCE_IDS, ContradictionRef, RecallItem
+from taskzilla_sleep.recall.select import (
+    FACT_MIN_SIMILARITY,
+    GOOD_ENOUGH,
+    LOWEST_FLOOR,
+    PATTERN_MIN_SIMILARITY,
+    Cover,
+    EpisodeCandidate,
+    belief_key,
+    collapse_beliefs,
+    pick,
+    same_text,
+)
+from taskzilla_sleep.stores.ports import GraphStore, PatternCard, VectorHit, VectorStore
+
+_WIDENINGS = 2  # times the episode query may reach three times further (k*3 -> k*9 -> k*27 hits)
+# Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
+_GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
+
+
+def recall(
+    graph: GraphStore,
+    vectors: VectorStore,
+    query: str,
+    now: datetime,
+    teams: Sequence[str] | None = None,
+    entity: str | None = None,
+    k: int = 5,
+    include_drafts: bool = False,
+    include_superseded: bool = False,
+) -> list[RecallItem]:
+    ent = normalize_name(entity) if entity else None
+    team_list = list(teams) if teams is not None else graph.teams()
+    sims: dict[str, float] = {}  # every pattern the query hit, by id: the cosine of a counterpart
+    beliefs, full = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims)
+    related = _related(graph, beliefs, full, include_superseded)
+    good = sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH)
+    covers = related.covers(beliefs)
+    eps = (
+        _episodes(graph, vectors, query, team_list, ent, k, include_drafts, include_superseded, Cover.union(covers))
+        if good < k
+        else []
+    )
+    items = related.beside(pick(beliefs, eps, k, covers), sims)
+    graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
+    settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
+    return items
+
+
+def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1) -> RecallItem:
+    superseded = p.status is PatternStatus.SUPERSEDED or p.superseded_by is not None
+    return RecallItem(
+        kind="fact" if p.pinned else "pattern",
+        id=p.id,
+        team=p.team,
+        text=p.statement,
+        similarity=similarity,
+        confidence=p.confidence,
+        status=p.status.value,
+        time=p.first_seen if p.pinned else p.last_seen,
+        provenance="pinned" if p.pinned else "distilled",
+        pinned_by=p.pinned_by,
+        evidence_count=p.support_count,
+        evidence_ids=p.evidence_ids[:MAX_EVIDENCE_IDS],
+        duplicates=duplicates,
+        superseded=superseded,
+    )
+
+
+def episode_item(e: Episode, similarity: float, superseded: bool) -> RecallItem:
+    return RecallItem(
+        kind="episode",
+        id=e.id,
+        team=e.team,
+        text=e.text,
+        similarity=similarity,
+        status=e.status.value,
+        author=e.author,
+        channel=e.channel,
+        time=e.ts,
+        provenance=e.provenance.value,
+        superseded=superseded,
+        draft=e.provenance is Provenance.AI_DRAFT,
+    )
+
+
+def _about(card: PatternCard, ent: str) -> bool:
+    return any(normalize_name(s) == ent for s in card.subjects) or ent in card.statement.casefold()
+
+
+def _beliefs(
+    graph: GraphStore,
+    vectors: VectorStore,
+    query: str,
+    teams: Sequence[str],
+    ent: str | None,
+    k: int,
+    include_superseded: bool,
+    sims: dict[str, float],
+) -> tuple[list[RecallItem], dict[str, Pattern]]:
+    """The best k distinct beliefs over the floors, and their patterns read in full."""
+    ranked: list[RecallItem] = []
+    for team in teams:
+        hits = vectors.query(team, "patterns", query, n=k * 4)
+        sims.update((h.id, round(h.similarity, 4)) for h in hits)
+        # Hits below every floor are never shown: not worth fetching their patterns from the graph.
+        hits = [h for h in hits if h.similarity >= LOWEST_FLOOR]
+        cards = graph.pattern_cards([h.id for h in hits]) if hits else {}
+        for h in hits:
+            c = cards.get(h.id)
+            if c is None or not (c.status in PATTERN_LIVE or (include_superseded and c.status in _GONE)):
+                continue
+            if ent and not _about(c, ent):
+                continue
+            if h.similarity < (FACT_MIN_SIMILARITY if c.pinned else PATTERN_MIN_SIMILARITY):
+                continue
+            ranked.append(
+                RecallItem(
+                    kind="fact" if c.pinned else "pattern",
+                    id=c.id,
+                    team=team,
+                    text=c.statement,
+                    similarity=round(h.similarity, 4),
+                    confidence=c.confidence,
+                    provenance="",
+                )
+            )
+    ranked.sort(key=belief_key)
+    # Read in full only what may be shown (a pattern's evidence list grows every night).
+    chosen: list[RecallItem] = []
+    full: dict[str, Pattern] = {}
+    pool = collapse_beliefs(ranked, len(ranked))
+    while pool and len(chosen) < k:
+        batch, pool = pool[: k - len(chosen)], pool[k - len(chosen) :]
+        full.update((p.id, p) for p in graph.patterns_by_id([i.id for i in batch]))
+        for i in batch:
+            p = full.get(i.id)
+            if p is None:
+                continue
+            item = belief_item(p, i.similarity, i.duplicates)
+            if item.superseded and not include_superseded:
+                continue  # merged or replaced, whatever its status still says
+            if not item.superseded and p.status not in PATTERN_LIVE:
+                continue  # retired without a successor (an unpinned fact): gone
+            chosen.append(item)
+    return chosen, full
+
+
+@dataclass
+class _Related:
+    """The beliefs shown beside the chosen ones: the other side of each open contradiction and, when
+    asked for, the beliefs a chosen one replaced."""
+
+    other: dict[str, tuple[str, Contradiction]] = field(default_factory=dict)  # belief -> (the other one, c)
+    replaced: dict[str, list[str]] = field(default_factory=dict)  # winner -> the beliefs it superseded
+    updates: dict[str, Contradiction] = field(default_factory=dict)  # new belief of an open update -> c
+    patterns: dict[str, Pattern] = field(default_factory=dict)
+
+    def companions(self, belief_id: str) -> list[str]:
+        mate = self.other.get(belief_id)
+        return ([mate[0]] if mate else []) + self.replaced.get(belief_id, [])
+
+    def covers(self, beliefs: Sequence[RecallItem]) -> dict[str, Cover]:
+        """What each belief (with those shown beside it) makes redundant among the raw episodes."""
+        out: dict[str, Cover] = {}
+        for b in beliefs:
+            ids = [b.id, *self.companions(b.id)]
+            evidence = (e for i in ids if i in self.patterns for e in self.patterns[i].evidence_ids)
+            out[b.id] = Cover(frozenset(ids), frozenset(evidence))
+        return out
+
+    def beside(self, items: Sequence[RecallItem], sims: dict[str, float]) -> list[RecallItem]:
+        """Each belief followed by its companions (moved up if the result holds them, fetched if
+        not); both sides of an open contradiction name it; an update's new belief says since when
+        and what it replaces."""
+        out: list[RecallItem] = []
+        shown: set[str] = set()
+        for item in items:
+            if item.id in shown:
+                continue  # already shown beside an earlier one
+            group = [item]
+            for cid in self.companions(item.id) if item.kind != "episode" else []:
+                if cid in shown or any(g.id == cid for g in group):
+                    continue
+                mate = next((i for i in items if i.id == cid), None)
+                if mate is None and cid in self.patterns:
+                    mate = belief_item(self.patterns[cid], sims.get(cid))
+                if mate is not None:
+                    group.append(mate)
+            for g in group:
+                shown.add(g.id)
+                out.append(self._marked(g))
+        return out
+
+    def _marked(self, i: RecallItem) -> RecallItem:
+        pair = self.other.get(i.id)
+        if pair is None or i.kind == "episode":
+            return i
+        update: dict[str, object] = {"contradiction": ContradictionRef(id=pair[1].id, kind=pair[1].kind)}
+        c = self.updates.get(i.id)
+        new, old = (self.patterns.get(c.new_pattern_id), self.patterns.get(c.old_pattern_id)) if c else (None, None)
+        if new is not None and old is not None:
+            update |= {"changed_on": new.first_seen, "was": old.statement}
+        return i.model_copy(update=update)
+
+
+def _related(
+    graph: GraphStore, beliefs: Sequence[RecallItem], full: dict[str, Pattern], include_superseded: bool
+) -> _Related:
+    r = _Related(patterns=dict(full))
+    if not beliefs:
+        return r
+    teams = sorted({b.team for b in beliefs})
+    open_ = [c for t in teams for c in graph.contradictions(t, "open")]
+    for c in open_:
+        r.other.setdefault(c.old_pattern_id, (c.new_pattern_id, c))
+        r.other.setdefault(c.new_pattern_id, (c.old_pattern_id, c))
+    r.updates = {c.new_pattern_id: c for c in open_ if c.kind is ContradictionKind.UPDATE}
+    chosen = {b.id for b in beliefs}
+    if include_superseded:
+        for c in (c for t in teams for c in graph.contradictions(t, "resolved")):
+            if c.resolution in ("new", "old"):
+                winner, loser = c.pattern_ids[::-1] if c.resolution == "new" else c.pattern_ids
+                if winner in chosen:
+                    r.replaced.setdefault(winner, []).append(loser)
+    wanted = {m for b in chosen for m in r.companions(b)}
+    wanted |= {r.updates[i].old_pattern_id for i in chosen | wanted if i in r.updates}
+    missing = sorted(wanted - set(r.patterns))
+    if missing:
+        r.patterns.update((p.id, p) for p in graph.patterns_by_id(missing))
+    return r
+
+
+def _episodes(
+    graph: GraphStore,
+    vectors: VectorStore,
+    query: str,
+    teams: Sequence[str],
+    ent: str | None,
+    k: int,
+    include_drafts: bool,
+    include_superseded: bool,
+    cover: Cover,
+) -> list[EpisodeCandidate]:
+    """Raw episodes close to the query that may be shown, best first. When the beliefs found cover
+    most of the nearest ones (their evidence, or repeats of one text), the query reaches further,
+    so that k distinct messages can still be found."""
+    out: list[EpisodeCandidate] = []
+    for team in teams:
+        n = k * 3
+        for _ in range(_WIDENINGS + 1):
+            hits = vectors.query(team, "episodes", query, n=n)
+            found = _usable(graph, hits, ent, include_drafts, include_superseded)
+            fresh = {same_text(c.item.text) for c in found if not cover.hides(c)}
+            if len(fresh) >= k or len(hits) < n:
+                break
+            n *= 3
+        out += found
+    out.sort(key=lambda c: (-(c.item.similarity or 0.0), c.item.id))
+    return out
+
+
+def _usable(
+    graph: GraphStore, hits: Sequence[VectorHit], ent: str | None, include_drafts: bool, include_superseded: bool
+) -> list[EpisodeCandidate]:
+    eps = {e.id: e for e in graph.get_episodes([h.id for h in hits])}
+    owners = sorted({e.absorbed_by for e in eps.values() if e.absorbed_by})
+    # A message absorbed by a belief no longer held is that belief's evidence: gone with it.
+    gone = {i for i, c in graph.pattern_cards(owners).items() if c.status in _GONE} if owners else set()
+    out: list[EpisodeCandidate] = []
+    for h in hits:
+        e = eps.get(h.id)
+        if e is None or e.status not in EPISODE_LIVE:
+            continue
+        if e.provenance is Provenance.AI_DRAFT and not include_drafts:
+            continue  # the bot's own drafts are not the team's memory
+        if injection(e.text) is not None:
+            continue  # chat is data: an order to the assistant, or a secret, is never handed to the bot
+        if ent and ent not in (normalize_name(e.author), normalize_name(e.channel)) and ent not in e.text.casefold():
+            continue
+        superseded = e.absorbed_by in gone
+        if superseded and not include_superseded:
+            continue
+        out.append(EpisodeCandidate(episode_item(e, round(h.similarity, 4), superseded), e.absorbed_by))
+    return out
