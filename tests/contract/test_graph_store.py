@@ -38,7 +38,6 @@ from taskzilla_sleep.models import (
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
-    EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
     GraphCounts,
