@@ -1610,6 +1610,10 @@ def test_forget_episodes_drops_text_mentions_and_evidence_keeps_a_tombstone_with
     graph_store.write_pattern(pat("pat-1"), [], [EpisodeUpdate(id=a.id), EpisodeUpdate(id=b.id)])
     before = graph_store.counts().relationships
     mentions_a = len(graph_store.episode_entities([a.id])[a.id])
+    only_a = {m.key for m in graph_store.episode_entities([a.id])[a.id]} - {
+        m.key for m in graph_store.episode_entities([b.id])[b.id]
+    }
+    entities = graph_store.counts().entities
     at = T0 + timedelta(days=3)
     graph_store.forget_episodes(
         [Forgetting(a.id, at, "sara", "asked to delete her data"), Forgetting("ep-x", at, "s", "r")]
@@ -1625,6 +1629,7 @@ def test_forget_episodes_drops_text_mentions_and_evidence_keeps_a_tombstone_with
     assert graph_store.episode_entities([a.id]) == {}
     assert graph_store.evidence_episode_ids("platform") == {b.id}
     assert graph_store.counts().relationships == before - mentions_a - 1
+    assert only_a and graph_store.counts().entities == entities - len(only_a)  # nothing links them any more
     assert graph_store.live_ids("platform", "episode") == {b.id}
     (t,) = graph_store.tombstones("platform")
     assert t == Tombstone(id=a.id, kind="episode", team="platform", at=at, reason="asked to delete her data", by="sara")

@@ -182,8 +182,12 @@ class MemoryEpisodes(MemoryBase):
                 t = self.tombstone_nodes[r.id]
                 if t.get("by") is None:  # a retirement's tombstone takes who asked, when and why
                     t.update(at=r.at, reason=r.reason, by=r.by)
+                keys = {m[1] for m in self.mentions if m[0] == r.id}
                 self.mentions = {m for m in self.mentions if m[0] != r.id}
                 self.evidence = {x for x in self.evidence if x[1] != r.id}
+                linked = {m[1] for m in self.mentions} | {a[1] for a in self.about}
+                for key in keys - linked:  # an entity nothing links any more goes too
+                    del self.entities[key]
 
     def episode_records(self, team: str) -> list[EpisodeRecord]:
         eps = self._select(team, lambda e: True)

@@ -147,13 +147,20 @@ SET t.at = CASE WHEN first THEN r.at ELSE t.at END,
     t.reason = CASE WHEN first THEN r.reason ELSE t.reason END,
     t.by = CASE WHEN first THEN r.by ELSE t.by END
 WITH DISTINCT e
-OPTIONAL MATCH (e)-[m:MENTIONS]->(:Entity)
-WITH e, collect(m) AS ms
-FOREACH (m IN ms | DELETE m)
-WITH e
 OPTIONAL MATCH (:Pattern)-[v:EVIDENCED_BY]->(e)
-WITH collect(v) AS vs
+WITH e, collect(v) AS vs
 FOREACH (v IN vs | DELETE v)
+WITH e
+OPTIONAL MATCH (e)-[m:MENTIONS]->(n:Entity)
+WITH collect(m) AS ms, collect(DISTINCT n) AS ns
+FOREACH (m IN ms | DELETE m)
+// An entity nothing links any more (the person who asked, a tag only they used) goes too.
+WITH ns
+UNWIND ns AS n
+OPTIONAL MATCH (n)-[x]-()
+WITH n, count(x) AS rels
+WHERE rels = 0
+DELETE n
 
 // -- episode_records --
 MATCH (e:Episode)
