@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from taskzilla_sleep import __version__
+from taskzilla_sleep import __version__, cli_memory
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.models import TEAM_RE
@@ -135,6 +135,7 @@ def make_parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("reconcile", parents=[common], help="find (and repair) drift between the two stores")
     rc.add_argument("--check", action="store_true", help="only report; exit 1 when drift is found")
     rc.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_memory.add_parsers(sub, common)  # patterns, forget, export, import
     return p
 
 
@@ -214,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "contradictions": cmd_contradictions,
             "worker": cmd_worker,
             "report": cmd_report,
+            "patterns": cli_memory.cmd_patterns,
+            "forget": cli_memory.cmd_forget,
+            "export": cli_memory.cmd_export,
+            "import": cli_memory.cmd_import,
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:

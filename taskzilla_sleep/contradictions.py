@@ -45,7 +45,8 @@ def describe(c: Contradiction, beliefs: Mapping[str, Pattern]) -> list[str]:
         f"  new: {new.statement if new else c.new_pattern_id} ({new.support_count if new else 0} episodes)",
     ]
     if c.status is ContradictionStatus.RESOLVED:
-        lines.append(f"  resolved: kept {c.resolution} by {c.resolved_by}" + (f" — {c.note}" if c.note else ""))
+        what = f"kept {c.resolution}" if c.resolution else "closed"  # closed: one belief was forgotten
+        lines.append(f"  resolved: {what} by {c.resolved_by}" + (f" — {c.note}" if c.note else ""))
         return lines
     if c.kind is ContradictionKind.UPDATE:
         lines.append(f"  confirm: {resolve_command(c.id, keep='new')}")

@@ -55,13 +55,16 @@ class Provenance(StrEnum):
 
 
 class EpisodeStatus(StrEnum):
-    """raw -> absorbed -> retired; raw -> pruned. Any -> quarantined (stored props that cannot be read)."""
+    """raw -> absorbed -> retired; raw -> pruned. Any -> quarantined (stored props that cannot be read);
+    any -> forgotten (a person asked: text, mentions and vector gone; the node keeps the id and hash, so
+    the same message delivered again is recognised and not stored again)."""
 
     RAW = "raw"
     ABSORBED = "absorbed"
     RETIRED = "retired"
     PRUNED = "pruned"
     QUARANTINED = "quarantined"
+    FORGOTTEN = "forgotten"
 
 
 class PatternStatus(StrEnum):
@@ -359,7 +362,9 @@ class Contradiction(BaseModel):
 
 
 class Tombstone(BaseModel):
-    """What is left of an item removed from the stores: the audit trail stays whole."""
+    """What is left of an item removed from the stores: the audit trail stays whole. It never holds
+    message text: an id, a time, a reason, the pattern an episode fed, and who asked (``by``) when a
+    person made the store forget it."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -369,6 +374,7 @@ class Tombstone(BaseModel):
     at: datetime
     reason: str
     pattern_id: str | None = None
+    by: str | None = None
 
 
 # The nightly steps in cycle order, written here and nowhere else. Prune before distill (yesterday's

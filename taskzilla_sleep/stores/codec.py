@@ -12,9 +12,19 @@ from enum import Enum
 
 from pydantic import ValidationError
 
-from taskzilla_sleep.models import Contradiction, Episode, Pattern, PatternStatus, Run, from_ms, to_ms
+from taskzilla_sleep.models import (
+    EPISODE_LIVE,
+    Contradiction,
+    Episode,
+    Pattern,
+    PatternStatus,
+    Run,
+    Tombstone,
+    from_ms,
+    to_ms,
+)
 from taskzilla_sleep.stores.executor import Row
-from taskzilla_sleep.stores.ports import AlertRecord, ItemUpdate, PatternCard, Retirement
+from taskzilla_sleep.stores.ports import AlertRecord, EpisodeRecord, ItemUpdate, Mention, PatternCard, Retirement
 
 # What turning stored props into a model raises when a value is out of range, of the wrong type or
 # missing (written by an older version or by hand): the item is skipped and quarantined, never fatal.
@@ -96,6 +106,28 @@ def episode_from_props(p: Row) -> Episode:
     )
 
 
+def record_row(r: EpisodeRecord) -> Row:
+    """An exported episode as ``restore_episodes`` writes it: its own hash, no text once dropped."""
+    props = episode_props(r.episode)
+    if r.episode.status not in EPISODE_LIVE:
+        props.pop("text", None)
+    if r.content_hash is None:
+        props.pop("content_hash", None)
+    else:
+        props["content_hash"] = r.content_hash
+    links = [{"key": m.key, "team": r.episode.team, "kind": m.kind, "name": m.name, "role": m.role} for m in r.mentions]
+    return {"id": r.episode.id, "props": props, "links": links}
+
+
+def record_from_row(p: Row, mentions: list[list[object]]) -> EpisodeRecord:
+    found = sorted(
+        (Mention(str(k), str(kind), str(name), str(role)) for k, kind, name, role in mentions if k is not None),
+        key=lambda m: (m.key, m.role),
+    )
+    h = p.get("content_hash")
+    return EpisodeRecord(episode_from_props(p), h if isinstance(h, str) else None, tuple(found))
+
+
 def update_row(u: ItemUpdate) -> Row:
     """``{"id", "set"}`` for ``SET n += row.set``: only the fields the update gives (None clears one)."""
     return {"id": u.id, "set": {k: value(v) for k, v in u.changes().items()}}
@@ -168,6 +200,19 @@ def contradiction_props(c: Contradiction) -> Row:
 
 def contradiction_from_props(d: Row) -> Contradiction:
     return Contradiction.model_validate(_times_from_ms(d, _CONTRADICTION_TIMES))
+
+
+# -- tombstones -----------------------------------------------------------------------------------
+
+
+def tombstone_props(t: Tombstone) -> Row:
+    d = t.model_dump(mode="python")
+    d["at"] = to_ms(t.at)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def tombstone_from_props(d: Row) -> Tombstone:
+    return Tombstone.model_validate({**d, "at": from_ms(int(d["at"]))})
 
 
 # -- the run ledger --------------------------------------------------------------------------------

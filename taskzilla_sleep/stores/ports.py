@@ -17,12 +17,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from taskzilla_sleep.models import Contradiction, EntityLink, Episode, Pattern, Run
+from taskzilla_sleep.models import Contradiction, EntityLink, Episode, Pattern, Run, Tombstone
 from taskzilla_sleep.stores.records import (
     AlertKind,
     AlertRecord,
     AlertStatus,
+    EpisodeRecord,
     EpisodeUpdate,
+    Forgetting,
     GraphBackend,
     GraphCounts,
     ItemKind,
@@ -33,6 +35,7 @@ from taskzilla_sleep.stores.records import (
     Mention,
     MetaValue,
     PatternCard,
+    PatternEdges,
     PatternLink,
     PatternUpdate,
     Poisoned,
@@ -119,6 +122,24 @@ class EpisodeStore(Protocol):
         """Recall read these: prune counts an access as a touch."""
         ...
 
+    def episodes_by_author(self, team: str, author: str) -> list[Episode]:
+        """Every readable episode of ``team`` whose author is ``author`` (case-insensitive), any status, by (ts, id)."""
+        ...
+
+    def forget_episodes(self, rows: Sequence[Forgetting]) -> None:
+        """Each episode becomes ``forgotten``: text dropped, its MENTIONS and the EVIDENCED_BY links to it
+        removed, a tombstone with who and why (an earlier tombstone without ``by`` takes them). Idempotent."""
+        ...
+
+    def episode_records(self, team: str) -> list[EpisodeRecord]:
+        """Every readable episode of ``team`` with its hash and mentions (export), by (ts, id)."""
+        ...
+
+    def restore_episodes(self, records: Sequence[EpisodeRecord]) -> None:
+        """Write episodes exactly as recorded (status, hash, no text once dropped) with their mentions;
+        an id already stored is left as it is. Idempotent; batched by the caller (import)."""
+        ...
+
 
 class PatternStore(Protocol):
     def patterns(self, team: str) -> list[Pattern]:
@@ -161,6 +182,19 @@ class PatternStore(Protocol):
         """Patterns of a status in ``live`` about an entity ``pattern_id`` is about, sorted."""
         ...
 
+    def pattern_edges(self, team: str) -> dict[str, PatternEdges]:
+        """The ABOUT and EVIDENCED_BY links of every pattern of ``team`` that has one, each sorted."""
+        ...
+
+    def forget_pattern(self, pattern_id: str, at: datetime, by: str, reason: str) -> None:
+        """The pattern deleted with its links, a tombstone with who and why, and the episodes it had
+        absorbed (still ``absorbed``) raw again: one atomic write. Unknown id: nothing happens."""
+        ...
+
+    def restore_pattern_links(self, links: Sequence[PatternLink]) -> None:
+        """Create each link (any relation ``pattern_links`` reports) between two stored patterns. Idempotent."""
+        ...
+
 
 class ContradictionStore(Protocol):
     def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
@@ -182,6 +216,11 @@ class ContradictionStore(Protocol):
         ...
 
     def resolve_keep_both(self, contradiction: Contradiction, a: PatternUpdate, b: PatternUpdate) -> None: ...
+
+    def restore_contradictions(self, contradictions: Sequence[Contradiction]) -> None:
+        """Write each contradiction as given (created once) with OLD_BELIEF/NEW_BELIEF links to the
+        beliefs that are stored; the beliefs themselves are not changed (import)."""
+        ...
 
 
 class RunLedger(Protocol):
@@ -296,6 +335,20 @@ class AdminStore(Protocol):
         """Remove every node of this product (tests and a fresh demo only)."""
         ...
 
+    def tombstones(self, team: str) -> list[Tombstone]:
+        """Every tombstone of ``team``, by (at, id)."""
+        ...
+
+    def restore_tombstones(self, tombstones: Sequence[Tombstone]) -> None:
+        """Write each tombstone unless one with its id exists (import)."""
+        ...
+
+    def delete_team(self, team: str) -> None:
+        """Remove everything of one team: episodes, patterns, contradictions, tombstones, its entities,
+        its alerts and its meta keys (``...:{team}``). The run ledger is the deployment's and stays.
+        Batched: a crash leaves part of the team, and a rerun removes the rest (import --replace)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -372,8 +425,10 @@ __all__ = [
     "AlertStatus",
     "ContradictionStore",
     "Embedder",
+    "EpisodeRecord",
     "EpisodeStore",
     "EpisodeUpdate",
+    "Forgetting",
     "GraphBackend",
     "GraphCounts",
     "GraphStore",
@@ -387,6 +442,7 @@ __all__ = [
     "MetaValue",
     "OutboxStore",
     "PatternCard",
+    "PatternEdges",
     "PatternLink",
     "PatternStore",
     "PatternUpdate",

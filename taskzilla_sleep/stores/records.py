@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus
+from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus
 
 ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]
@@ -88,6 +88,36 @@ class Retirement:
     at: datetime
     reason: str
     pattern_id: str | None = None  # decay: the pattern it fed
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """An episode a person asked to forget: its text, mentions and evidence links dropped, a tombstone
+    naming who asked and why (never the text)."""
+
+    id: str
+    at: datetime
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """An episode exactly as the graph holds it, for export and import: the model (text empty once
+    dropped), the content hash kept at ingest, and the entities it mentions."""
+
+    episode: Episode
+    content_hash: str | None
+    mentions: tuple[Mention, ...]
+
+
+@dataclass(frozen=True)
+class PatternEdges:
+    """What a pattern points at besides other patterns: the entities it is ABOUT (by key) and the
+    episodes it is EVIDENCED_BY (which can differ from ``evidence_ids`` after a merge)."""
+
+    about: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
 
 
 class ItemUpdate(BaseModel):

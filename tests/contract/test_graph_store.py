@@ -33,17 +33,20 @@ from taskzilla_sleep.models import (
     Provenance,
     Run,
     StepResult,
+    Tombstone,
 )
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
     EpisodeUpdate,
+    Forgetting,
     GraphCounts,
     GraphStore,
     LeaseClaim,
     LeaseState,
     Mention,
     PatternCard,
+    PatternEdges,
     PatternLink,
     PatternUpdate,
     Poisoned,
@@ -1596,6 +1599,199 @@ def test_delete_all_removes_every_kind_of_item(graph_store: GraphStore) -> None:
     assert graph_store.lease_state("night") is None
     assert graph_store.contradictions() == []
     assert graph_store.upsert_episodes([e], []) == 1  # usable again
+
+
+# == forgetting, export and import ================================================================
+
+
+def test_forget_episodes_drops_text_mentions_and_evidence_keeps_a_tombstone_with_who(graph_store: GraphStore) -> None:
+    a, b = ep(1), ep(2)
+    graph_store.upsert_episodes([a, b], links([a, b]))
+    graph_store.write_pattern(pat("pat-1"), [], [EpisodeUpdate(id=a.id), EpisodeUpdate(id=b.id)])
+    before = graph_store.counts().relationships
+    mentions_a = len(graph_store.episode_entities([a.id])[a.id])
+    only_a = {m.key for m in graph_store.episode_entities([a.id])[a.id]} - {
+        m.key for m in graph_store.episode_entities([b.id])[b.id]
+    }
+    entities = graph_store.counts().entities
+    at = T0 + timedelta(days=3)
+    graph_store.forget_episodes(
+        [Forgetting(a.id, at, "sara", "asked to delete her data"), Forgetting("ep-x", at, "s", "r")]
+    )
+    (got,) = graph_store.get_episodes([a.id])
+    assert got == a.model_copy(update={"status": EpisodeStatus.FORGOTTEN, "text": ""})
+    stored = graph_store.stored_episodes([a.id])[a.id]
+    assert (stored.status, stored.content_hash, stored.fields["text"]) == (
+        EpisodeStatus.FORGOTTEN,
+        a.content_hash(),
+        None,
+    )
+    assert graph_store.episode_entities([a.id]) == {}
+    assert graph_store.evidence_episode_ids("platform") == {b.id}
+    assert graph_store.counts().relationships == before - mentions_a - 1
+    assert only_a and graph_store.counts().entities == entities - len(only_a)  # nothing links them any more
+    assert graph_store.live_ids("platform", "episode") == {b.id}
+    (t,) = graph_store.tombstones("platform")
+    assert t == Tombstone(id=a.id, kind="episode", team="platform", at=at, reason="asked to delete her data", by="sara")
+    assert "message" not in json.dumps(t.model_dump(mode="json"))  # no text in the audit trail
+    graph_store.forget_episodes([Forgetting(a.id, at + SECOND, "other", "again")])  # a rerun changes nothing
+    assert graph_store.tombstones("platform") == [t]
+    graph_store.forget_episodes([])
+
+
+def test_forgetting_a_retired_episode_takes_over_its_tombstone(graph_store: GraphStore) -> None:
+    a = ep(1)
+    graph_store.upsert_episodes([a], [])
+    graph_store.retire_episodes([Retirement(a.id, EpisodeStatus.RETIRED, T0, "absorbed", pattern_id="pat-1")])
+    graph_store.forget_episodes([Forgetting(a.id, T0 + SECOND, "sara", "delete my data")])
+    (t,) = graph_store.tombstones("platform")
+    assert (t.at, t.reason, t.by, t.pattern_id) == (T0 + SECOND, "delete my data", "sara", "pat-1")
+    assert graph_store.counts().episodes == {"forgotten": 1}
+
+
+def test_episodes_by_author_any_status_case_insensitive(graph_store: GraphStore) -> None:
+    eps = [ep(i, author="Sara" if i % 2 else "tom") for i in range(4)] + [ep(1, team="other", author="sara")]
+    graph_store.upsert_episodes(eps, [])
+    graph_store.retire_episodes([Retirement(eps[1].id, EpisodeStatus.PRUNED, T0, "stale")])
+    found = graph_store.episodes_by_author("platform", "SARA")
+    assert [e.id for e in found] == [eps[1].id, eps[3].id]
+    assert found[0].status is EpisodeStatus.PRUNED
+    assert graph_store.episodes_by_author("platform", "nobody") == []
+
+
+def test_episode_records_restore_exactly_what_was_stored(graph_store: GraphStore) -> None:
+    a, b, c = ep(1), ep(2, text=NASTY), ep(3, team="other")
+    graph_store.upsert_episodes([a, b, c], links([a, b, c]))
+    graph_store.retire_episodes([Retirement(a.id, EpisodeStatus.RETIRED, T0, "absorbed")])
+    records = graph_store.episode_records("platform")
+    assert [r.episode.id for r in records] == [a.id, b.id]
+    assert records[0].content_hash == a.content_hash() and records[0].episode.text == ""
+    assert records[1].episode == b and records[1].mentions == tuple(
+        sorted(graph_store.episode_entities([b.id])[b.id], key=lambda m: (m.key, m.role))
+    )
+    counts = graph_store.counts()
+    other_mentions = len(graph_store.episode_entities([c.id])[c.id])
+    graph_store.delete_all()
+    graph_store.restore_episodes(records)
+    graph_store.restore_episodes(records)  # idempotent: an id already stored is left as it is
+    assert graph_store.episode_records("platform") == records
+    assert graph_store.stored_episodes([a.id])[a.id].fields["text"] is None
+    restored = graph_store.counts()
+    assert restored.episodes == {"retired": 1, "raw": 1}
+    assert restored.relationships == counts.relationships - other_mentions
+    graph_store.restore_episodes([])
+
+
+def test_pattern_edges_name_subjects_and_evidence(graph_store: GraphStore) -> None:
+    eps = [ep(i) for i in range(3)]
+    graph_store.upsert_episodes(eps, [])
+    graph_store.write_pattern(
+        pat("pat-1"), ["platform/person/sara", "platform/tool/k8s"], [EpisodeUpdate(id=eps[1].id)]
+    )
+    graph_store.write_pattern(pat("pat-2"), [], [EpisodeUpdate(id=eps[0].id), EpisodeUpdate(id=eps[2].id)])
+    graph_store.write_pattern(pat("pat-3"), [], [])
+    graph_store.write_pattern(pat("pat-9", team="other"), ["other/tool/k8s"], [])
+    assert graph_store.pattern_edges("platform") == {
+        "pat-1": PatternEdges(("platform/person/sara", "platform/tool/k8s"), (eps[1].id,)),
+        "pat-2": PatternEdges((), tuple(sorted([eps[0].id, eps[2].id]))),
+    }
+
+
+def test_forget_pattern_returns_its_absorbed_episodes_and_keeps_a_tombstone(graph_store: GraphStore) -> None:
+    eps = [ep(i) for i in range(4)]
+    graph_store.upsert_episodes(eps, [])
+    absorb = EpisodeUpdate(
+        id=eps[0].id, status=EpisodeStatus.ABSORBED, schema_absorbed=1, absorbed_at=T0, absorbed_by="pat-old"
+    )
+    graph_store.write_pattern(pat("pat-old"), ["platform/tool/k8s"], [absorb, EpisodeUpdate(id=eps[1].id)])
+    graph_store.retire_episodes([Retirement(eps[1].id, EpisodeStatus.RETIRED, T0, "absorbed", "pat-old")])
+    graph_store.write_pattern(pat("pat-new"), [], [EpisodeUpdate(id=eps[2].id)])
+    graph_store.link_patterns("pat-new", "pat-old", "refines")
+    graph_store.open_contradiction(contra("con-1"), counter=1, old_confidence=0.4)
+    at = T0 + timedelta(days=1)
+    graph_store.forget_pattern("pat-old", at, "martin", "wrong belief")
+    graph_store.forget_pattern("pat-unknown", at, "martin", "nothing")
+    assert [p.id for p in graph_store.patterns("platform")] == ["pat-new"]
+    got = by_id(graph_store.get_episodes([e.id for e in eps]))
+    assert got[eps[0].id] == eps[0]  # raw again, every absorption mark cleared
+    assert got[eps[1].id].status is EpisodeStatus.RETIRED  # its text went with decay: not returned
+    assert graph_store.pattern_links("platform") == []
+    assert graph_store.pattern_edges("platform") == {"pat-new": PatternEdges((), (eps[2].id,))}
+    (t,) = graph_store.tombstones("platform")[-1:]
+    assert (t.id, t.kind, t.at, t.reason, t.by) == ("pat-old", "pattern", at, "wrong belief", "martin")
+    assert graph_store.get_contradiction("con-1").old_pattern_id == "pat-old"  # the record stays
+    counts = graph_store.counts()
+    assert counts.relationships == 1 + 1  # pat-new EVIDENCED_BY, NEW_BELIEF
+    assert counts.patterns == {"contested": 1}
+
+
+def test_restore_pattern_links_of_every_relation(graph_store: GraphStore) -> None:
+    for pid in ("a", "b", "c"):
+        graph_store.write_pattern(pat(pid), [], [])
+    links = [
+        PatternLink("a", "COMPATIBLE_WITH", "b"),
+        PatternLink("a", "MERGED_INTO", "c"),
+        PatternLink("a", "REFINES", "b"),
+        PatternLink("b", "SUPERSEDES", "c"),
+        PatternLink("c", "UNRELATED_TO", "a", "reflect-v2"),
+    ]
+    graph_store.restore_pattern_links([*links, PatternLink("a", "REFINES", "gone")])
+    graph_store.restore_pattern_links(links)
+    assert graph_store.pattern_links("platform") == links
+    assert graph_store.counts().relationships == 5
+
+
+def test_restore_contradictions_links_the_stored_beliefs_only(graph_store: GraphStore) -> None:
+    old, new = two_beliefs(graph_store)
+    c1 = contra("con-1", status=ContradictionStatus.RESOLVED, resolution="both", resolved_by="sara", resolved_at=T0)
+    c2 = contra("con-2", old="pat-forgotten", new=new.id, kind=ContradictionKind.UPDATE)
+    graph_store.restore_contradictions([c1, c2])
+    graph_store.restore_contradictions([c1.model_copy(update={"note": "ignored"})])  # created once
+    assert graph_store.contradictions("platform") == [c1, c2]
+    assert graph_store.counts().relationships == 3
+    assert [p.status for p in graph_store.patterns_by_id([old.id, new.id])] == [old.status, new.status]
+
+
+def test_tombstones_round_trip_and_are_created_once(graph_store: GraphStore) -> None:
+    ts = [
+        Tombstone(id="ep-1", kind="episode", team="platform", at=T0, reason="absorbed", pattern_id="pat-1"),
+        Tombstone(id="pat-2", kind="pattern", team="platform", at=T0 + SECOND, reason="forgotten", by="sara"),
+        Tombstone(id="ep-9", kind="episode", team="other", at=T0, reason="stale"),
+    ]
+    graph_store.restore_tombstones(ts)
+    graph_store.restore_tombstones([ts[0].model_copy(update={"reason": "changed"})])
+    assert graph_store.tombstones("platform") == ts[:2]
+    assert graph_store.counts().tombstones == 3
+
+
+def test_delete_team_removes_one_team_only(graph_store: GraphStore) -> None:
+    for team in ("platform", "other"):
+        eps = [ep(i, team=team) for i in range(3)]
+        graph_store.upsert_episodes(eps, links(eps))
+        graph_store.write_pattern(pat(f"pat-a-{team}", team), [f"{team}/tool/k8s"], [EpisodeUpdate(id=eps[0].id)])
+        old, new = two_beliefs(graph_store, team)
+        graph_store.open_contradiction(contra(f"con-{team}", old.id, new.id, team), 1, 0.5)
+        graph_store.queue_alerts(
+            [alert(f"con-{team}:dev", team=team, kind="contradiction", contradiction_id=f"con-{team}")]
+        )
+        graph_store.retire_episodes([Retirement(eps[1].id, EpisodeStatus.PRUNED, T0, "stale")])
+        graph_store.set_meta(f"reflect_watermark:{team}", "1")
+    graph_store.save_run(run("run-1", T0))
+    before = graph_store.counts()
+    graph_store.delete_team("platform")
+    graph_store.delete_team("platform")
+    assert graph_store.teams() == ["other"]
+    assert graph_store.episode_records("platform") == [] and graph_store.patterns("platform") == []
+    assert graph_store.contradictions("platform") == [] and graph_store.tombstones("platform") == []
+    assert [a.key for a in graph_store.alerts()] == ["con-other:dev"]
+    assert (graph_store.get_meta("reflect_watermark:platform"), graph_store.get_meta("reflect_watermark:other")) == (
+        None,
+        "1",
+    )
+    assert [r.id for r in graph_store.runs(5)] == ["run-1"]
+    after = graph_store.counts()
+    assert after.relationships * 2 == before.relationships and after.entities * 2 == before.entities
+    assert after.tombstones == 1
 
 
 def test_neo4j_unreachable_is_a_store_error_not_a_hang() -> None:

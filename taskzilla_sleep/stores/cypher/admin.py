@@ -9,9 +9,10 @@ from typing import Any
 
 import structlog
 
-from taskzilla_sleep.models import TEAM_RE, to_ms
+from taskzilla_sleep.models import TEAM_RE, Tombstone, to_ms
 from taskzilla_sleep.stores import queries
-from taskzilla_sleep.stores.cypher.base import CypherBase
+from taskzilla_sleep.stores.codec import UNREADABLE, tombstone_from_props, tombstone_props, why_unreadable
+from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
 from taskzilla_sleep.stores.cypher.episodes import STAGED
 from taskzilla_sleep.stores.ports import GraphCounts, Poisoned
 
@@ -108,6 +109,25 @@ class CypherAdmin(CypherBase):
     def delete_all(self) -> None:
         while int(self._write(Q["delete_some"])[0]["n"]) > 0:
             pass
+
+    def tombstones(self, team: str) -> list[Tombstone]:
+        out: list[Tombstone] = []
+        for r in self._read(Q["tombstones"], {"team": team}):
+            try:
+                out.append(tombstone_from_props(r["t"]))
+            except UNREADABLE as exc:  # an audit record is never quarantined: logged and left out
+                log.warning("tombstone_unreadable", id=str(r["t"].get("id")), reason=why_unreadable(exc))
+        return sorted(out, key=lambda t: (t.at, t.id))
+
+    def restore_tombstones(self, tombstones: Sequence[Tombstone]) -> None:
+        for part in chunks(list(tombstones), self._batch):
+            self._write(Q["restore_tombstones"], {"rows": [{"id": t.id, "props": tombstone_props(t)} for t in part]})
+
+    def delete_team(self, team: str) -> None:
+        params = {"team": team, "prefix": f"{team}/", "suffix": f":{team}"}
+        for what in ("alerts", "contradictions", "patterns", "episodes", "tombstones", "entities", "meta"):
+            while int(self._write(Q[f"delete_team_{what}"], params)[0]["n"]) > 0:
+                pass
 
     def close(self) -> None:
         self._ex.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from taskzilla_sleep.errors import NotFound
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, to_ms
 from taskzilla_sleep.stores import queries
@@ -50,3 +52,11 @@ class CypherContradictions(CypherBase):
 
     def resolve_keep_both(self, contradiction: Contradiction, a: PatternUpdate, b: PatternUpdate) -> None:
         self._write(Q["resolve_keep_both"], {"c": contradiction_props(contradiction), "a": _flat(a), "b": _flat(b)})
+
+    def restore_contradictions(self, contradictions: Sequence[Contradiction]) -> None:
+        rows = [
+            {"id": c.id, "old": c.old_pattern_id, "new": c.new_pattern_id, "props": contradiction_props(c)}
+            for c in contradictions
+        ]
+        for i in range(0, len(rows), self._batch):
+            self._write(Q["restore_contradictions"], {"rows": rows[i : i + self._batch]})

@@ -23,15 +23,27 @@ from taskzilla_sleep.errors import StoreError
 from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import (
+    UNREADABLE,
     episode_from_props,
     episode_props,
+    record_from_row,
+    record_row,
     retirement_row,
     update_row,
     why_unreadable,
 )
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
 from taskzilla_sleep.stores.executor import Row
-from taskzilla_sleep.stores.ports import EpisodeUpdate, ItemKind, Mention, Poisoned, Retirement, StoredEpisode
+from taskzilla_sleep.stores.ports import (
+    EpisodeRecord,
+    EpisodeUpdate,
+    Forgetting,
+    ItemKind,
+    Mention,
+    Poisoned,
+    Retirement,
+    StoredEpisode,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -213,3 +225,27 @@ class CypherEpisodes(CypherBase):
             self._write(Q["mark_episodes_accessed"], {"ids": list(episode_ids), "at": to_ms(at)})
         if pattern_ids:
             self._write(QP["mark_patterns_accessed"], {"ids": list(pattern_ids), "at": to_ms(at)})
+
+    # -- forgetting, export and import -----------------------------------------------------------
+    def episodes_by_author(self, team: str, author: str) -> list[Episode]:
+        return self._episodes("episodes_by_author", {"team": team, "author": author})
+
+    def forget_episodes(self, rows: Sequence[Forgetting]) -> None:
+        for part in chunks(list(rows), self._batch):
+            params = [{"id": r.id, "at": to_ms(r.at), "by": r.by, "reason": r.reason} for r in part]
+            self._write(Q["forget_episodes"], {"rows": params})
+
+    def episode_records(self, team: str) -> list[EpisodeRecord]:
+        out: list[EpisodeRecord] = []
+        for r in self._read(Q["episode_records"], {"team": team}):
+            if r["p"].get("status") == "quarantined":
+                continue
+            try:
+                out.append(record_from_row(r["p"], r["mentions"] or []))
+            except UNREADABLE as exc:
+                self._poisoned("episode", r["p"], why_unreadable(exc))
+        return sorted(out, key=lambda x: (x.episode.ts, x.episode.id))
+
+    def restore_episodes(self, records: Sequence[EpisodeRecord]) -> None:
+        for part in chunks(list(records), self._batch):
+            self._write(Q["restore_episodes"], {"rows": [record_row(r) for r in part]})

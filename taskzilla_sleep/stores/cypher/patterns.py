@@ -9,7 +9,14 @@ from taskzilla_sleep.models import Pattern, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import card_from_row, pattern_from_props, pattern_props, update_row
 from taskzilla_sleep.stores.cypher.base import CypherBase
-from taskzilla_sleep.stores.ports import EpisodeUpdate, LinkRelation, PatternCard, PatternLink, PatternUpdate
+from taskzilla_sleep.stores.ports import (
+    EpisodeUpdate,
+    LinkRelation,
+    PatternCard,
+    PatternEdges,
+    PatternLink,
+    PatternUpdate,
+)
 
 Q = queries.load("patterns")
 
@@ -69,3 +76,21 @@ class CypherPatterns(CypherBase):
 
     def entity_neighbours(self, pattern_id: str, live: Sequence[str]) -> list[str]:
         return sorted(r["id"] for r in self._read(Q["entity_neighbours"], {"id": pattern_id, "live": list(live)}))
+
+    def pattern_edges(self, team: str) -> dict[str, PatternEdges]:
+        about: dict[str, set[str]] = {}
+        evidence: dict[str, set[str]] = {}
+        for r in self._read(Q["pattern_edges"], {"team": team}):
+            (about if r["rel"] == "ABOUT" else evidence).setdefault(r["id"], set()).add(str(r["target"]))
+        return {
+            pid: PatternEdges(tuple(sorted(about.get(pid, ()))), tuple(sorted(evidence.get(pid, ()))))
+            for pid in sorted(set(about) | set(evidence))
+        }
+
+    def forget_pattern(self, pattern_id: str, at: datetime, by: str, reason: str) -> None:
+        self._write(Q["forget_pattern"], {"id": pattern_id, "at": to_ms(at), "by": by, "reason": reason})
+
+    def restore_pattern_links(self, links: Sequence[PatternLink]) -> None:
+        rows = [{"a": lk.a, "rel": lk.relation, "b": lk.b, "prompt": lk.prompt} for lk in links]
+        for i in range(0, len(rows), self._batch):
+            self._write(Q["restore_pattern_links"], {"rows": rows[i : i + self._batch]})

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus
+from taskzilla_sleep.models import TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus, Tombstone
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.memory.ops import MemoryOps
 from taskzilla_sleep.stores.ports import GraphBackend, GraphCounts, Poisoned
@@ -41,12 +41,12 @@ class MemoryGraphStore(MemoryOps):
                 patterns=dict(Counter(p.status.value for p in self.pattern_nodes.values())),
                 contradictions=dict(Counter(c.status.value for c in self.contradiction_nodes.values())),
                 entities=len(self.entities),
-                tombstones=len(self.tombstones),
+                tombstones=len(self.tombstone_nodes),
                 relationships=len(self.mentions)
                 + len(self.about)
                 + len(self.evidence)
                 + len(self.pattern_rels)
-                + 2 * len(self.contradiction_nodes)
+                + sum(i in self.pattern_nodes for c in self.contradiction_nodes.values() for i in c.pattern_ids)
                 + len(self.alert_for),
             )
 
@@ -71,6 +71,46 @@ class MemoryGraphStore(MemoryOps):
 
     def delete_all(self) -> None:
         MemoryBase.__init__(self)
+
+    def tombstones(self, team: str) -> list[Tombstone]:
+        with self._lock:
+            found = [Tombstone.model_validate(t) for t in self.tombstone_nodes.values() if t.get("team") == team]
+        return sorted(found, key=lambda t: (t.at, t.id))
+
+    def restore_tombstones(self, tombstones: Sequence[Tombstone]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for t in tombstones:
+                self.tombstone_nodes.setdefault(t.id, t.model_dump(exclude_none=True))
+
+    def delete_team(self, team: str) -> None:
+        with self._lock:
+            self._maybe_fail()
+            eps = {i for i, e in self.episode_nodes.items() if e.team == team}
+            pats = {i for i, p in self.pattern_nodes.items() if p.team == team}
+            cons = {i for i, c in self.contradiction_nodes.items() if c.team == team}
+            keys = {k for k, v in self.entities.items() if v.get("team") == team or k.startswith(f"{team}/")}
+            alerts = {k for k, a in self.outbox.items() if a.team == team}
+            for i in eps:
+                del self.episode_nodes[i]
+                self.hashes.pop(i, None)
+            for i in pats:
+                del self.pattern_nodes[i]
+                self.pattern_accessed.pop(i, None)
+            for i in cons:
+                del self.contradiction_nodes[i]
+            for k in keys:
+                del self.entities[k]
+            for k in alerts:
+                del self.outbox[k]
+            self.tombstone_nodes = {i: t for i, t in self.tombstone_nodes.items() if t.get("team") != team}
+            self.mentions = {m for m in self.mentions if m[0] not in eps and m[1] not in keys}
+            self.about = {x for x in self.about if x[0] not in pats and x[1] not in keys}
+            self.evidence = {x for x in self.evidence if x[0] not in pats and x[1] not in eps}
+            self.pattern_rels = {k: v for k, v in self.pattern_rels.items() if k[0] not in pats and k[2] not in pats}
+            self.alert_for = {x for x in self.alert_for if x[0] not in alerts and x[1] not in cons}
+            self.meta = {k: v for k, v in self.meta.items() if not k.endswith(f":{team}")}
+            self.quarantined_from = {k: v for k, v in self.quarantined_from.items() if k[1] not in eps | pats | cons}
 
     def close(self) -> None:
         pass

@@ -37,7 +37,7 @@ class MemoryBase:
         self.pattern_rels: dict[tuple[str, str, str], str | None] = {}  # (a, type, b) -> prompt
         self.contradiction_nodes: dict[str, Contradiction] = {}
         self.quarantined_from: dict[tuple[str, str], str] = {}  # (kind, id) -> status before
-        self.tombstones: dict[str, dict[str, Any]] = {}
+        self.tombstone_nodes: dict[str, dict[str, Any]] = {}
         self.meta: dict[str, str] = {}
         self.run_ledger: dict[str, Run] = {}
         self.outbox: dict[str, AlertRecord] = {}
@@ -62,4 +62,4 @@ class MemoryBase:
         return item.model_copy(update=changes)
 
     def _tombstone(self, item_id: str, **props: Any) -> None:
-        self.tombstones.setdefault(item_id, {"id": item_id, **props})  # created once, as MERGE ON CREATE
+        self.tombstone_nodes.setdefault(item_id, {"id": item_id, **props})  # created once, as MERGE ON CREATE

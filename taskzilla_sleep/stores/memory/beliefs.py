@@ -10,12 +10,20 @@ from taskzilla_sleep.models import (
     Contradiction,
     ContradictionKind,
     ContradictionStatus,
+    EpisodeStatus,
     Pattern,
     PatternStatus,
 )
 from taskzilla_sleep.stores.memory.base import COMPATIBLE_WITH, MERGED_INTO, REFINES, SUPERSEDES, UNRELATED_TO
 from taskzilla_sleep.stores.memory.episodes import MemoryEpisodes
-from taskzilla_sleep.stores.ports import EpisodeUpdate, LinkRelation, PatternCard, PatternLink, PatternUpdate
+from taskzilla_sleep.stores.ports import (
+    EpisodeUpdate,
+    LinkRelation,
+    PatternCard,
+    PatternEdges,
+    PatternLink,
+    PatternUpdate,
+)
 
 _LINK_TYPES: dict[str, str] = {"refines": REFINES, "compatible": COMPATIBLE_WITH}
 
@@ -117,6 +125,53 @@ class MemoryBeliefs(MemoryEpisodes):
             }
         return sorted(found)
 
+    def pattern_edges(self, team: str) -> dict[str, PatternEdges]:
+        with self._lock:
+            mine = {i for i, p in self.pattern_nodes.items() if p.team == team}
+            about: dict[str, set[str]] = {}
+            evidence: dict[str, set[str]] = {}
+            for pid, key in self.about:
+                if pid in mine:
+                    about.setdefault(pid, set()).add(key)
+            for pid, eid in self.evidence:
+                if pid in mine:
+                    evidence.setdefault(pid, set()).add(eid)
+        return {
+            pid: PatternEdges(tuple(sorted(about.get(pid, ()))), tuple(sorted(evidence.get(pid, ()))))
+            for pid in sorted(set(about) | set(evidence))
+        }
+
+    def forget_pattern(self, pattern_id: str, at: datetime, by: str, reason: str) -> None:
+        with self._lock:
+            self._maybe_fail()
+            p = self.pattern_nodes.pop(pattern_id, None)
+            if p is None:
+                return
+            self._tombstone(pattern_id, kind="pattern", team=p.team, at=at, reason=reason)
+            t = self.tombstone_nodes[pattern_id]
+            if t.get("by") is None:  # a merge's tombstone takes who asked, when and why
+                t.update(at=at, reason=reason, by=by)
+            for eid, e in list(self.episode_nodes.items()):
+                if e.status is EpisodeStatus.ABSORBED and e.absorbed_by == pattern_id:
+                    self.episode_nodes[eid] = e.model_copy(
+                        update={
+                            "status": EpisodeStatus.RAW,
+                            "schema_absorbed": 0,
+                            "absorbed_at": None,
+                            "absorbed_by": None,
+                        }
+                    )
+            self.pattern_accessed.pop(pattern_id, None)
+            self.about = {x for x in self.about if x[0] != pattern_id}
+            self.evidence = {x for x in self.evidence if x[0] != pattern_id}
+            self.pattern_rels = {k: v for k, v in self.pattern_rels.items() if pattern_id not in (k[0], k[2])}
+
+    def restore_pattern_links(self, links: Sequence[PatternLink]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for lk in links:
+                self._relate(lk.a, lk.relation, lk.b, lk.prompt, overwrite=lk.relation == UNRELATED_TO)
+
     # -- contradictions --------------------------------------------------------------------------
     def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
         with self._lock:
@@ -173,6 +228,12 @@ class MemoryBeliefs(MemoryEpisodes):
             self.contradiction_nodes[contradiction.id] = contradiction.model_copy()
             self.pattern_nodes[winner.id], self.pattern_nodes[loser.id] = winner.model_copy(), loser.model_copy()
             self.pattern_rels.setdefault((winner.id, SUPERSEDES, loser.id), None)
+
+    def restore_contradictions(self, contradictions: Sequence[Contradiction]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for c in contradictions:
+                self.contradiction_nodes.setdefault(c.id, c.model_copy())
 
     def resolve_keep_both(self, contradiction: Contradiction, a: PatternUpdate, b: PatternUpdate) -> None:
         with self._lock:

@@ -7,9 +7,17 @@ from datetime import datetime
 
 from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
 from taskzilla_sleep.stores.memory.base import MemoryBase
-from taskzilla_sleep.stores.ports import EpisodeUpdate, ItemKind, Mention, Retirement, StoredEpisode
+from taskzilla_sleep.stores.ports import (
+    EpisodeRecord,
+    EpisodeUpdate,
+    Forgetting,
+    ItemKind,
+    Mention,
+    Retirement,
+    StoredEpisode,
+)
 
-_TEXT_DROPPED = frozenset({EpisodeStatus.RETIRED, EpisodeStatus.PRUNED})
+_TEXT_DROPPED = frozenset({EpisodeStatus.RETIRED, EpisodeStatus.PRUNED, EpisodeStatus.FORGOTTEN})
 
 
 def _by_time(episodes: list[Episode]) -> list[Episode]:
@@ -156,3 +164,49 @@ class MemoryEpisodes(MemoryBase):
             for i in pattern_ids:
                 if i in self.pattern_nodes:
                     self.pattern_accessed[i] = at
+
+    # -- forgetting, export and import -----------------------------------------------------------
+    def episodes_by_author(self, team: str, author: str) -> list[Episode]:
+        who = author.lower()
+        return self._select(team, lambda e: e.author.lower() == who)
+
+    def forget_episodes(self, rows: Sequence[Forgetting]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for r in rows:
+                e = self.episode_nodes.get(r.id)
+                if e is None:
+                    continue
+                self.episode_nodes[r.id] = e.model_copy(update={"status": EpisodeStatus.FORGOTTEN, "text": ""})
+                self._tombstone(r.id, kind="episode", team=e.team, at=r.at, reason=r.reason)
+                t = self.tombstone_nodes[r.id]
+                if t.get("by") is None:  # a retirement's tombstone takes who asked, when and why
+                    t.update(at=r.at, reason=r.reason, by=r.by)
+                keys = {m[1] for m in self.mentions if m[0] == r.id}
+                self.mentions = {m for m in self.mentions if m[0] != r.id}
+                self.evidence = {x for x in self.evidence if x[1] != r.id}
+                linked = {m[1] for m in self.mentions} | {a[1] for a in self.about}
+                for key in keys - linked:  # an entity nothing links any more goes too
+                    del self.entities[key]
+
+    def episode_records(self, team: str) -> list[EpisodeRecord]:
+        eps = self._select(team, lambda e: True)
+        ents = self.episode_entities([e.id for e in eps])
+        with self._lock:
+            return [EpisodeRecord(e, self.hashes.get(e.id), tuple(ents.get(e.id, ()))) for e in eps]
+
+    def restore_episodes(self, records: Sequence[EpisodeRecord]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for r in records:
+                e = r.episode
+                if e.id in self.episode_nodes:
+                    continue
+                self.episode_nodes[e.id] = e.model_copy(update={"text": "" if e.status in _TEXT_DROPPED else e.text})
+                if r.content_hash is not None:
+                    self.hashes[e.id] = r.content_hash
+                for m in r.mentions:
+                    known = self.entities.setdefault(m.key, {"team": None, "kind": None, "name": None})
+                    for k, v in (("team", e.team), ("kind", m.kind), ("name", m.name)):
+                        known[k] = known[k] or v
+                    self.mentions.add((e.id, m.key, m.role))

@@ -50,3 +50,32 @@ UNWIND $rows AS r
 MATCH (n:Contradiction {id: r.id})
 WHERE coalesce(n.status, '') <> 'quarantined'
 SET n.quarantined_from = n.status, n.status = 'quarantined', n.quarantined_at = $at, n.quarantine_reason = r.reason
+
+// -- tombstones --
+MATCH (t:Tombstone) WHERE t.team = $team RETURN properties(t) AS t
+
+// -- restore_tombstones --
+UNWIND $rows AS r
+MERGE (t:Tombstone {id: r.id})
+ON CREATE SET t += r.props
+
+// -- delete_team_episodes --
+MATCH (n:Episode) WHERE n.team = $team WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- delete_team_patterns --
+MATCH (n:Pattern) WHERE n.team = $team WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- delete_team_contradictions --
+MATCH (n:Contradiction) WHERE n.team = $team WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- delete_team_tombstones --
+MATCH (n:Tombstone) WHERE n.team = $team WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- delete_team_alerts --
+MATCH (n:Alert) WHERE n.team = $team WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- delete_team_entities --
+MATCH (n:Entity) WHERE n.team = $team OR n.key STARTS WITH $prefix WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- delete_team_meta --
+MATCH (n:Meta) WHERE n.key ENDS WITH $suffix WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n

@@ -28,3 +28,13 @@ RETURN properties(c) AS c
 // -- get_contradiction --
 MATCH (c:Contradiction {id: $id})
 RETURN properties(c) AS c
+
+// -- restore_contradictions --
+UNWIND $rows AS r
+MERGE (c:Contradiction {id: r.id})
+ON CREATE SET c += r.props
+WITH c, r
+OPTIONAL MATCH (o:Pattern {id: r.old})
+OPTIONAL MATCH (n:Pattern {id: r.new})
+FOREACH (x IN CASE WHEN o IS NULL THEN [] ELSE [o] END | MERGE (c)-[:OLD_BELIEF]->(x))
+FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | MERGE (c)-[:NEW_BELIEF]->(x))

@@ -128,3 +128,56 @@ ON CREATE SET t.kind = 'episode', t.team = e.team, t.at = r.at, t.reason = r.rea
 
 // -- mark_episodes_accessed --
 UNWIND $ids AS id MATCH (e:Episode {id: id}) SET e.last_accessed = $at
+
+// -- episodes_by_author --
+MATCH (e:Episode)
+WHERE e.team = $team AND toLower(e.author) = toLower($author) AND e.stage IS NULL
+RETURN properties(e) AS p
+
+// -- forget_episodes --
+// A tombstone a retirement or prune left (no ``by``) takes who asked, when and why; one a person's
+// request wrote is kept as it is (a rerun changes nothing).
+UNWIND $rows AS r
+MATCH (e:Episode {id: r.id})
+SET e.status = 'forgotten', e.text = null
+MERGE (t:Tombstone {id: r.id})
+ON CREATE SET t.kind = 'episode', t.team = e.team
+WITH e, t, r, t.by IS NULL AS first
+SET t.at = CASE WHEN first THEN r.at ELSE t.at END,
+    t.reason = CASE WHEN first THEN r.reason ELSE t.reason END,
+    t.by = CASE WHEN first THEN r.by ELSE t.by END
+WITH DISTINCT e
+OPTIONAL MATCH (:Pattern)-[v:EVIDENCED_BY]->(e)
+WITH e, collect(v) AS vs
+FOREACH (v IN vs | DELETE v)
+WITH e
+OPTIONAL MATCH (e)-[m:MENTIONS]->(n:Entity)
+WITH collect(m) AS ms, collect(DISTINCT n) AS ns
+FOREACH (m IN ms | DELETE m)
+// An entity nothing links any more (the person who asked, a tag only they used) goes too.
+WITH ns
+UNWIND ns AS n
+OPTIONAL MATCH (n)-[x]-()
+WITH n, count(x) AS rels
+WHERE rels = 0
+DELETE n
+
+// -- episode_records --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.stage IS NULL
+OPTIONAL MATCH (e)-[m:MENTIONS]->(n:Entity)
+RETURN properties(e) AS p, collect([n.key, n.kind, n.name, m.role]) AS mentions
+
+// -- restore_episodes --
+// Ids are unique within a call (the importer checks); an id already stored is left as it is.
+UNWIND $rows AS r
+OPTIONAL MATCH (x:Episode {id: r.id})
+WITH r, x
+WHERE x IS NULL
+CREATE (e:Episode)
+SET e += r.props
+FOREACH (l IN r.links |
+    MERGE (n:Entity {key: l.key})
+    ON CREATE SET n.team = l.team, n.kind = l.kind, n.name = l.name
+    ON MATCH SET n.team = coalesce(n.team, l.team), n.kind = coalesce(n.kind, l.kind), n.name = coalesce(n.name, l.name)
+    MERGE (e)-[:MENTIONS {role: l.role}]->(n))

@@ -74,3 +74,36 @@ RETURN DISTINCT q.id AS id
 
 // -- mark_patterns_accessed --
 UNWIND $ids AS id MATCH (p:Pattern {id: id}) SET p.last_accessed = $at
+
+// -- pattern_edges --
+MATCH (p:Pattern)-[r]->(x)
+WHERE p.team = $team AND (type(r) = 'ABOUT' OR type(r) = 'EVIDENCED_BY')
+RETURN p.id AS id, type(r) AS rel, coalesce(x.id, x.key) AS target
+
+// -- forget_pattern --
+// The episodes it absorbed go back to raw (one property cleared per SET: FalkorDB 4.16 clears the
+// wrong properties when one SET clears several), then the node goes with its links.
+MATCH (p:Pattern {id: $id})
+MERGE (t:Tombstone {id: $id})
+ON CREATE SET t.kind = 'pattern', t.team = p.team
+WITH p, t, t.by IS NULL AS first
+SET t.at = CASE WHEN first THEN $at ELSE t.at END,
+    t.reason = CASE WHEN first THEN $reason ELSE t.reason END,
+    t.by = CASE WHEN first THEN $by ELSE t.by END
+WITH p
+OPTIONAL MATCH (e:Episode)
+WHERE e.team = p.team AND e.status = 'absorbed' AND e.absorbed_by = p.id
+WITH p, collect(e) AS eps
+FOREACH (e IN eps | SET e.status = 'raw', e.schema_absorbed = 0)
+FOREACH (e IN eps | SET e.absorbed_at = null)
+FOREACH (e IN eps | SET e.absorbed_by = null)
+DETACH DELETE p
+
+// -- restore_pattern_links --
+UNWIND $rows AS r
+MATCH (a:Pattern {id: r.a}), (b:Pattern {id: r.b})
+FOREACH (_ IN CASE WHEN r.rel = 'REFINES' THEN [1] ELSE [] END | MERGE (a)-[:REFINES]->(b))
+FOREACH (_ IN CASE WHEN r.rel = 'COMPATIBLE_WITH' THEN [1] ELSE [] END | MERGE (a)-[:COMPATIBLE_WITH]->(b))
+FOREACH (_ IN CASE WHEN r.rel = 'MERGED_INTO' THEN [1] ELSE [] END | MERGE (a)-[:MERGED_INTO]->(b))
+FOREACH (_ IN CASE WHEN r.rel = 'SUPERSEDES' THEN [1] ELSE [] END | MERGE (a)-[:SUPERSEDES]->(b))
+FOREACH (_ IN CASE WHEN r.rel = 'UNRELATED_TO' THEN [1] ELSE [] END | MERGE (a)-[u:UNRELATED_TO]->(b) SET u.prompt = r.prompt)

@@ -42,7 +42,7 @@ def test_the_step_on_the_fake_retires_and_leaves_a_tombstone(fake: Fake) -> None
     ctx = fake.ctx()
     assert decay.write(ctx, decay.decide(decay.read(ctx), fake.settings, NIGHT)) == {"retired": 3, "waiting": 0}
     assert {e.status for e in fake.graph.get_episodes([f"ep-{i}" for i in range(3)])} == {EpisodeStatus.RETIRED}
-    assert fake.graph.tombstones["ep-0"]["pattern_id"] == "pat-1"
+    assert fake.graph.tombstone_nodes["ep-0"]["pattern_id"] == "pat-1"
     assert fake.vectors.present(TEAM, "episodes") == set()
 
 

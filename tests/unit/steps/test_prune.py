@@ -55,6 +55,6 @@ def test_the_step_on_the_fake_prunes_the_stale_and_keeps_the_evidence(fake: Fake
     assert prune.write(ctx, plan)["pruned"] == 1
     (gone,) = fake.graph.get_episodes(["ep-lunch"])
     assert gone.status is EpisodeStatus.PRUNED and gone.text == ""
-    assert fake.graph.tombstones["ep-lunch"]["reason"] == "stale and unmatched"
+    assert fake.graph.tombstone_nodes["ep-lunch"]["reason"] == "stale and unmatched"
     assert fake.vectors.present(TEAM, "episodes") == {"ep-rule", "ep-recent"}
     assert prune.decide(prune.read(fake.ctx()), fake.settings, NIGHT).empty()  # a rerun has nothing left to do

@@ -1,0 +1,206 @@
+"""The command line of memory a person can inspect, export and forget: `patterns`, `forget`, `export`, `import`.
+
+``cli.py`` builds the rest of the parser and dispatches here; the work is in ``memory_admin``. Forget
+and import write, so they hold the consolidation lease like `run-once`: a night never runs halfway
+through them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from taskzilla_sleep.errors import InputError
+from taskzilla_sleep.models import TEAM_RE, PatternStatus
+from taskzilla_sleep.settings import Secrets, Settings
+
+
+def _team_name(raw: str) -> str:
+    if not re.fullmatch(TEAM_RE, raw):
+        raise argparse.ArgumentTypeError(f"invalid team name {raw!r}: letters, digits, '_' or '-'")
+    return raw
+
+
+def _iso(raw: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from exc
+    if t.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{raw!r} has no UTC offset")
+    return t
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    pat = sub.add_parser("patterns", parents=[common], help="inspect a team's beliefs")
+    psub = pat.add_subparsers(dest="patterns_command", required=True, metavar="ACTION")
+    plist = psub.add_parser("list", parents=[common], help="list a team's patterns")
+    plist.add_argument("--team", type=_team_name, required=True)
+    plist.add_argument("--status", choices=[s.value for s in PatternStatus])
+    plist.add_argument("--limit", type=int, default=50)
+    plist.add_argument("--offset", type=int, default=0)
+    plist.add_argument("--json", action="store_true", help="machine-readable output")
+    pshow = psub.add_parser("show", parents=[common], help="one pattern: evidence, contradictions, links, history")
+    pshow.add_argument("id")
+    pshow.add_argument("--team", type=_team_name, required=True)
+    pshow.add_argument("--json", action="store_true", help="machine-readable output")
+
+    fg = sub.add_parser("forget", parents=[common], help="forget an episode, every episode of a person, or a pattern")
+    fsub = fg.add_subparsers(dest="forget_command", required=True, metavar="WHAT")
+    for what, arg, helptext in (
+        ("episode", "id", "one message"),
+        ("author", "name", "every message this person wrote in the team (delete my data)"),
+        ("pattern", "id", "one belief (its absorbed messages become raw again)"),
+    ):
+        f = fsub.add_parser(what, parents=[common], help=helptext)
+        f.add_argument(arg)
+        f.add_argument("--team", type=_team_name, required=True)
+        f.add_argument("--by", required=True, help="who asked (kept in the tombstone)")
+        f.add_argument("--reason", required=True, help="why (kept in the tombstone)")
+        f.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+        f.add_argument("--json", action="store_true", help="machine-readable output")
+
+    ex = sub.add_parser("export", parents=[common], help="write a team's whole memory as JSONL")
+    ex.add_argument("--team", type=_team_name, required=True)
+    ex.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+
+    im = sub.add_parser("import", parents=[common], help="read an export into the configured stores")
+    im.add_argument("file", help="an export file; '-' reads stdin")
+    im.add_argument("--replace", action="store_true", help="delete the team's memory in the target first")
+    im.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if getattr(args, "json", False) else text)
+
+
+@contextlib.contextmanager
+def _lease(graph: Any, settings: Settings) -> Iterator[None]:
+    from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
+
+    lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("memory-admin"))
+
+    def tell(holder: str | None, expires_in_s: float) -> None:
+        print(
+            f"taskzilla-sleep: waiting for the {LEASE_NAME} lease, held by {holder or 'another process'} "
+            f"(expires in {expires_in_s:.0f} s unless renewed; Ctrl-C to give up)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    lease.acquire(wait=True, on_busy=tell)
+    with holding(lease):
+        yield
+
+
+def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.memory_admin import list_patterns, show_pattern
+
+    with build(settings, secrets) as s:
+        if args.patterns_command == "list":
+            status = PatternStatus(args.status) if args.status else None
+            found = list_patterns(s.graph, args.team, status, args.limit, args.offset)
+            lines = [
+                f"{p.id} [{p.status.value}{', pinned' if p.pinned else ''}] {p.confidence:.2f} "
+                f"({p.support_count} episodes) {p.statement}"
+                for p in found
+            ]
+            _emit(args, [p.model_dump(mode="json") for p in found], "\n".join(lines) or "(no patterns)")
+            return 0
+        d = show_pattern(s.graph, args.team, args.id)
+    p = d.pattern
+    lines = [
+        f"{p.id} [{p.status.value}] {p.kind.value}, confidence {p.confidence:.2f}, {p.support_count} episodes",
+        f"  {p.statement}",
+        f"  created {p.created_at.isoformat()}, updated {p.updated_at.isoformat()}"
+        + (f", pinned by {p.pinned_by}" if p.pinned else "")
+        + (f", superseded by {p.superseded_by}" if p.superseded_by else "")
+        + (f", archived by {p.archived_by} at {p.archived_at}: {p.archived_reason}" if p.archived_by else ""),
+        "evidence:",
+        *(f"  {e.id} {e.ts.isoformat()} {e.author} in {e.channel} [{e.status.value}] {e.text}" for e in d.evidence),
+        *(f"  {i} (no longer stored)" for i in d.missing_evidence),
+        "contradictions:",
+        *(
+            f"  {c.id} [{c.status.value}, {c.kind.value}] {c.old_pattern_id} vs {c.new_pattern_id}"
+            for c in d.contradictions
+        ),
+        "links:",
+        *(f"  {lk.relation} {'->' if lk.direction == 'out' else '<-'} {lk.other}" for lk in d.links),
+        "runs:",
+        *(f"  {r.id} ({r.trigger}) {', '.join(r.what)}" for r in d.runs),
+    ]
+    _emit(args, d.model_dump(mode="json"), "\n".join(lines))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.memory_admin import forget_author, forget_episode, forget_pattern
+
+    now = args.now or datetime.now(UTC)
+    floor = settings.distill.confidence_floor
+    with build(settings, secrets) as s, _lease(s.graph, settings):
+        if args.forget_command == "episode":
+            report = forget_episode(s.graph, s.vectors, args.team, args.id, args.by, args.reason, now, floor)
+        elif args.forget_command == "author":
+            report = forget_author(s.graph, s.vectors, args.team, args.name, args.by, args.reason, now, floor)
+        else:
+            report = forget_pattern(s.graph, s.vectors, args.team, args.id, args.by, args.reason, now, floor)
+    _emit(args, report.model_dump(mode="json"), report.summary())
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.memory_admin import export_team
+
+    with build(settings, secrets) as s:
+        if args.output is None:
+            counts = export_team(s.graph, s.vectors, args.team, sys.stdout)
+        else:
+            # Written beside the target and renamed: a failed export never leaves half a file there.
+            out = args.output
+            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent or Path("."))
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    counts = export_team(s.graph, s.vectors, args.team, f)
+                os.replace(tmp, out)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+    what = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"
+    print(f"exported team {args.team}: {what}", file=sys.stderr if args.output is None else sys.stdout)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.memory_admin.transfer import import_team, parse_export
+
+    source = "<stdin>" if args.file == "-" else args.file
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {source}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = text.splitlines()
+    parse_export(lines, source)  # a bad file costs no store start and writes nothing
+    with build(settings, secrets) as s, _lease(s.graph, settings):
+        report = import_team(s.graph, s.vectors, lines, source, replace=args.replace)
+    what = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()) if v)
+    embedded = ", ".join(f"{k} {v}" for k, v in sorted(report.vectors.items()))
+    text_out = f"imported team {report.team}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
+    _emit(args, report.model_dump(mode="json"), text_out)
+    return 0
