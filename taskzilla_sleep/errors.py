@@ -54,6 +54,15 @@ class Forbidden(InputError):
     """A known caller asked for something its token does not allow (a role or a team). API: 403."""
 
 
+class Busy(TaskzillaError):
+    """Work that must wait: too many ingests queued, or a night holds the memory lease (API: 429
+    with Retry-After)."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class DeliveryError(TaskzillaError):
     """One delivery attempt of a chat alert failed. The message is already free of secrets.
 

@@ -11,6 +11,7 @@ the holder was a process on this machine (same host and pid namespace) that no l
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import threading
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 import structlog
 
-from taskzilla_sleep.errors import StoreError, TaskzillaError
+from taskzilla_sleep.errors import Busy, StoreError, TaskzillaError
 from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim
 
 log = structlog.get_logger(__name__)
@@ -190,3 +191,24 @@ def holding(lease: Lease) -> Iterator[None]:
         yield
     finally:
         lease.release()
+
+
+@contextlib.contextmanager
+def exclusive(graph: GraphStore, ttl_s: float, role: str, wait_s: float, poll_s: float = 0.25) -> Iterator[None]:
+    """Hold the consolidation lease for a short write a person asked for (a forget over the API), so
+    it never lands in the middle of a night. Waits up to ``wait_s``; then :class:`Busy` with a
+    Retry-After of the holder's remaining lease time (a night renews it, so that is a lower bound)."""
+    lease = Lease(graph, LEASE_NAME, ttl_s, me=holder_id(role))
+    deadline = time.monotonic() + wait_s
+    while not lease.try_acquire():
+        if time.monotonic() >= deadline:
+            holder, expires_ms = lease.holder()
+            left_s = max(1, math.ceil(expires_ms / 1000 - time.time()))
+            raise Busy(
+                f"the memory is being consolidated ({holder or 'another process'} holds the {LEASE_NAME} lease); "
+                f"retry in {left_s} s",
+                retry_after_s=left_s,
+            )
+        time.sleep(poll_s)
+    with holding(lease):
+        yield

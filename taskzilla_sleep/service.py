@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import Literal
+from typing import IO, Literal
 
 import structlog
 from pydantic import BaseModel
@@ -18,9 +18,20 @@ from pydantic import BaseModel
 from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep import facts as fact_book
 from taskzilla_sleep.access import Access
-from taskzilla_sleep.errors import NotFound
+from taskzilla_sleep.errors import BadRequest, NotFound
 from taskzilla_sleep.ingest import Ingestor, IngestReport
-from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern
+from taskzilla_sleep.memory_admin import (
+    ForgetReport,
+    PatternDetail,
+    PatternSummary,
+    export_team,
+    forget_author,
+    forget_episode,
+    forget_pattern,
+    list_patterns,
+    show_pattern,
+)
+from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, PatternStatus
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.ports import GraphStore, VectorStore
@@ -91,6 +102,7 @@ class MemoryService:
         clock: Callable[[], datetime],
         on_ingest: Callable[[], None] = lambda: None,
         gate: IngestGate | None = None,
+        exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.settings = settings
         self.graph = graph
@@ -99,6 +111,9 @@ class MemoryService:
         self.clock = clock
         self.on_ingest = on_ingest
         self.gate = gate or IngestGate()
+        # Held around a forget: the worker passes the consolidation lease, so a forget never
+        # lands in the middle of a night (or raises Busy after a bounded wait).
+        self.exclusive = exclusive
 
     def team(self, access: Access, wanted: str | None) -> str:
         """The team a read is about; the caller must see it."""
@@ -116,12 +131,28 @@ class MemoryService:
         entity: str | None = None,
         k: int = 5,
         include_drafts: bool = False,
+        include_superseded: bool = False,
     ) -> list[RecallItem]:
         scope = self.team(access, team)
-        now = self.clock()
         return recall(
-            self.graph, self.vectors, query, now, teams=[scope], entity=entity, k=k, include_drafts=include_drafts
+            self.graph,
+            self.vectors,
+            query,
+            self.clock(),
+            teams=[scope],
+            entity=entity,
+            k=k,
+            include_drafts=include_drafts,
+            include_superseded=include_superseded,
         )
+
+    def patterns(
+        self, access: Access, team: str | None, status: PatternStatus | None, limit: int, offset: int
+    ) -> list[PatternSummary]:
+        return list_patterns(self.graph, self.team(access, team), status, limit, offset)
+
+    def pattern(self, access: Access, team: str | None, pattern_id: str) -> PatternDetail:
+        return show_pattern(self.graph, self.team(access, team), pattern_id)
 
     def contradictions(self, access: Access, team: str | None, status: str = "open") -> list[ContradictionView]:
         scope = self.team(access, team)
@@ -133,6 +164,15 @@ class MemoryService:
 
     def facts(self, access: Access, team: str | None) -> list[Pattern]:
         return fact_book.list_facts(self.graph, self.team(access, team))
+
+    def export(self, access: Access, team: str | None, out: IO[str]) -> dict[str, int]:
+        """The team's whole memory as JSONL (the format ``import`` reads); admin only: it carries
+        every raw message, the alert outbox and the run ledger."""
+        scope = access.team_for(team, self.settings.api.default_team)
+        access.require("admin", scope)
+        counts = export_team(self.graph, self.vectors, scope, out, self.clock())
+        audit(access, "export", scope, lines=sum(counts.values()))
+        return counts
 
     # -- writes -----------------------------------------------------------------------------------
     def ingest(self, access: Access, items: Sequence[EpisodeIn], source: str = "api") -> IngestReport:
@@ -178,6 +218,35 @@ class MemoryService:
         fact = fact_book.unpin(self.graph, self.vectors, fact_id, access.name, self.clock())
         audit(access, "unpin", fact.team, [fact_id])
         return fact
+
+    def forget(
+        self,
+        access: Access,
+        team: str | None,
+        reason: str,
+        *,
+        episode_id: str | None = None,
+        author: str | None = None,
+        pattern_id: str | None = None,
+    ) -> ForgetReport:
+        """Forget one episode, every episode of an author, or one pattern, under the consolidation
+        lease; the tombstone records the token's name as ``by`` and the caller's reason."""
+        scope = access.team_for(team, self.settings.api.default_team)
+        access.require("write", scope)
+        floor = self.settings.distill.confidence_floor
+        now = self.clock()
+        with self.exclusive():
+            if episode_id is not None:
+                report = forget_episode(self.graph, self.vectors, scope, episode_id, access.name, reason, now, floor)
+            elif author is not None:
+                report = forget_author(self.graph, self.vectors, scope, author, access.name, reason, now, floor)
+            elif pattern_id is not None:
+                report = forget_pattern(self.graph, self.vectors, scope, pattern_id, access.name, reason, now, floor)
+            else:
+                raise BadRequest("forget: say what to forget (an episode id, an author or a pattern id)")
+        ids = [*report.episodes_forgotten, *report.patterns_forgotten]
+        audit(access, "forget", scope, ids, reason=reason, rescored=len(report.patterns_rescored))
+        return report
 
     # -- helpers ----------------------------------------------------------------------------------
     def _visible_contradiction(self, access: Access, cid: str) -> Contradiction:

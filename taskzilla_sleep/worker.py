@@ -28,7 +28,7 @@ import structlog
 from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
+from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding
 from taskzilla_sleep.models import RunTrigger, StepName
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 INGEST_WAIT_S = 120.0  # how long consolidation waits for ingests in flight before it starts anyway
+FORGET_WAIT_S = 30.0  # how long a forget over the API waits for a running night before answering 429
 
 
 class Worker:
@@ -77,6 +78,7 @@ class Worker:
             self.clock.now,
             on_ingest=self._wake.set,
             gate=self.gate,
+            exclusive=lambda: exclusive(services.graph, self.settings.worker.lease_ttl_s, "api", FORGET_WAIT_S),
         )
         self.port: int | None = None
         self._started_at = clock.now()  # a night whose slot passed before this is a catch-up

@@ -9,6 +9,7 @@ a large batch is stored.
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from collections.abc import Callable
@@ -22,8 +23,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from taskzilla_sleep.access import Access, Tokens
 from taskzilla_sleep.api import errors
 from taskzilla_sleep.api.body_limit import BodyLimit
-from taskzilla_sleep.api.errors import Busy, responses
+from taskzilla_sleep.api.errors import responses
 from taskzilla_sleep.api.schemas import (
+    ForgetRequest,
     Health,
     IngestRequest,
     IngestResult,
@@ -32,13 +34,18 @@ from taskzilla_sleep.api.schemas import (
     RecallResult,
     ResolveRequest,
 )
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern
+from taskzilla_sleep.errors import Busy, StoreError
+from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSummary
+from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern, PatternStatus
+from taskzilla_sleep.recall import render_prompt
 from taskzilla_sleep.service import ContradictionView, MemoryService
 
 T = TypeVar("T")
 Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
 READ = responses(400, 401, 403, 422, 503)
+JSONL: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/x-ndjson": {}}, "description": "one JSON object a line"}
+}
 WRITE = responses(400, 401, 403, 404, 409, 413, 422, 503)
 
 
@@ -126,12 +133,50 @@ def create_app(deps: ApiDeps) -> FastAPI:
         team: Team = None,
         entity: Annotated[str | None, Query(max_length=200, description="only about this person/channel")] = None,
         k: Annotated[int, Query(ge=1, le=50)] = 5,
-        include: Annotated[list[Literal["drafts"]], Query(description="also the bot's own drafts")] = [],  # noqa: B006
+        include: Annotated[
+            list[Literal["drafts", "superseded"]],
+            Query(description="also the bot's own drafts, or beliefs a person's resolution replaced"),
+        ] = [],  # noqa: B006
+        format: Annotated[
+            Literal["json", "prompt"], Query(description="prompt: also a quoted block for a system prompt")
+        ] = "json",
+        budget: Annotated[int, Query(ge=20, le=20_000, description="the prompt block's token budget")] = 600,
     ) -> RecallResult:
-        """Pinned facts first, then beliefs, raw episodes only as fallback; never another team."""
+        """Pinned facts first, then beliefs, raw episodes only as fallback; never another team.
+        Each item names its scores (similarity, confidence), author, channel, time and provenance."""
         scope = service.team(who, team)
-        items = service.recall(who, scope, q, entity=entity, k=k, include_drafts="drafts" in include)
-        return RecallResult(team=scope, items=items)
+        items = service.recall(
+            who,
+            scope,
+            q,
+            entity=entity,
+            k=k,
+            include_drafts="drafts" in include,
+            include_superseded="superseded" in include,
+        )
+        prompt = render_prompt(items, budget) if format == "prompt" else None
+        return RecallResult(team=scope, items=items, prompt=prompt)
+
+    @v1.get("/patterns", operation_id="listPatterns", response_model=list[PatternSummary], responses=READ)
+    def list_patterns(
+        who: Caller,
+        team: Team = None,
+        status: PatternStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> list[PatternSummary]:
+        """The team's patterns (beliefs and facts), a page at a time."""
+        return service.patterns(who, team, status, limit, offset)
+
+    @v1.get(
+        "/patterns/{pattern_id}",
+        operation_id="getPattern",
+        response_model=PatternDetail,
+        responses=READ | responses(404),
+    )
+    def get_pattern(who: Caller, pattern_id: Annotated[str, Path(max_length=200)], team: Team = None) -> PatternDetail:
+        """One pattern with its evidence episodes, contradictions, links and history."""
+        return service.pattern(who, team, pattern_id)
 
     @v1.get(
         "/contradictions",
@@ -176,6 +221,27 @@ def create_app(deps: ApiDeps) -> FastAPI:
     @v1.delete("/facts/{fact_id}", operation_id="unpinFact", response_model=Pattern, responses=WRITE)
     def unpin_fact(who: Caller, fact_id: Annotated[str, Path(max_length=200)]) -> Pattern:
         return service.unpin(who, fact_id)
+
+    @v1.post("/forget", operation_id="forget", response_model=ForgetReport, responses=WRITE | responses(429))
+    def forget(who: Caller, body: ForgetRequest) -> ForgetReport:
+        """Forget an episode, an author's every episode, or a pattern, from both stores. Beliefs that
+        lose evidence are re-scored (retired when none is left); a forgotten belief's absorbed
+        messages become raw again. Waits for a running night (429 with Retry-After after 30 s)."""
+        return service.forget(
+            who, body.team, body.reason, episode_id=body.episode_id, author=body.author, pattern_id=body.pattern_id
+        )
+
+    @v1.get(
+        "/export",
+        operation_id="exportTeam",
+        response_class=PlainTextResponse,
+        responses=JSONL | responses(400, 401, 403, 422, 503),
+    )
+    def export(who: Caller, team: Team = None) -> Response:
+        """The team's whole memory as JSONL, the file `taskzilla-sleep import` reads (admin)."""
+        out = io.StringIO()
+        service.export(who, team, out)
+        return Response(content=out.getvalue(), media_type="application/x-ndjson")
 
     @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
     def get_status(who: Caller) -> dict[str, Any]:

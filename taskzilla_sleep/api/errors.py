@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from taskzilla_sleep.errors import (
     BadRequest,
+    Busy,
     Conflict,
     Forbidden,
     InputError,
@@ -49,7 +50,7 @@ DESCRIPTIONS: dict[int, str] = {
     409: "The current state refuses the request (e.g. already resolved another way).",
     413: "The body is larger than api.max_body_bytes.",
     422: "A field is invalid; details say which (for episodes: item index, field and reason). Nothing was written.",
-    429: "Too many ingests in flight; retry after the Retry-After header's seconds.",
+    429: "Busy (too many ingests in flight, or a night holds the memory lease): retry after Retry-After seconds.",
     503: "A store is unavailable.",
 }
 
@@ -70,14 +71,6 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
-
-
-class Busy(TaskzillaError):
-    """Too much work queued (API: 429 with Retry-After)."""
-
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 def error(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from taskzilla_sleep.models import EpisodeIn, StorableStr, TeamName
 from taskzilla_sleep.recall import RecallItem
@@ -42,6 +42,29 @@ class PinRequest(BaseModel):
     text: StorableStr = Field(min_length=1, max_length=300)
     team: TeamName | None = None
     entity: StorableStr | None = Field(default=None, max_length=200)
+
+
+class ForgetRequest(BaseModel):
+    """What to forget, exactly one of: an episode, every episode of an author, a pattern. Who asked
+    is the token's name; the reason is kept in the tombstone."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"team": "platform", "author": "dana", "reason": "left the team, asked"}]},
+    )
+
+    team: TeamName | None = None
+    episode_id: StorableStr | None = Field(default=None, min_length=1, max_length=200)
+    author: StorableStr | None = Field(default=None, min_length=1, max_length=200)
+    pattern_id: StorableStr | None = Field(default=None, min_length=1, max_length=200)
+    reason: StorableStr = Field(min_length=1, max_length=500)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ForgetRequest:
+        named = [x for x in (self.episode_id, self.author, self.pattern_id) if x is not None]
+        if len(named) != 1:
+            raise ValueError("name exactly one of episode_id, author, pattern_id")
+        return self
 
 
 class RecallResult(BaseModel):

@@ -86,7 +86,7 @@ def body(*eps: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_schema_is_one_a_client_can_be_generated_from(services: Services) -> None:
-    schema = client(services).get("/openapi.json").json()
+    schema = client(services, tokens=GRANTS).get("/openapi.json").json()
     ops = {op["operationId"]: (path, method) for path, item in schema["paths"].items() for method, op in item.items()}
     for name in (
         "ingestEpisodes",
@@ -97,7 +97,11 @@ def test_the_schema_is_one_a_client_can_be_generated_from(services: Services) ->
         "listFacts",
         "pinFact",
         "unpinFact",
+        "listPatterns",
+        "getPattern",
         "getStatus",
+        "forget",
+        "exportTeam",
         "health",
         "ready",
         "metrics",
@@ -114,6 +118,8 @@ def test_the_schema_is_one_a_client_can_be_generated_from(services: Services) ->
     for status in ("400", "401", "403", "413", "422", "429", "503"):
         assert ingest["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorResponse")
     assert "HTTPValidationError" not in schema["components"]["schemas"]  # one error shape, also for 422
+    open_schema = client(services).get("/openapi.json").json()  # no token configured: the token is optional
+    assert open_schema["paths"]["/v1/episodes"]["post"]["security"] == [{"HTTPBearer": []}, {}]
 
 
 def test_ingest_validates_everything_first_and_writes_nothing_on_error(services: Services) -> None:
@@ -181,6 +187,17 @@ def test_recall_contradictions_resolve_and_facts(services: Services) -> None:
     c = client(services, tokens=GRANTS)
     items = c.get("/v1/recall", params={"q": "deploy on friday", "k": 2}, headers=bearer(READER)).json()["items"]
     assert items[0]["kind"] == "pattern" and "friday" in items[0]["text"].casefold()
+    first = items[0]
+    assert first["confidence"] is not None and first["similarity"] is not None and first["evidence_count"] >= 1
+    prompt = c.get(
+        "/v1/recall", params={"q": "deploy on friday", "format": "prompt", "budget": 200}, headers=bearer(READER)
+    ).json()["prompt"]
+    assert json.dumps(first["text"]) in prompt and len(prompt) <= 200 * 4
+    pats = c.get("/v1/patterns", headers=bearer(READER)).json()
+    assert pats and {p["id"] for p in pats} >= {first["id"]}
+    shown = c.get(f"/v1/patterns/{first['id']}", headers=bearer(READER)).json()
+    assert len(shown["evidence"]) == first["evidence_count"]
+    assert c.get(f"/v1/patterns/{first['id']}", params={"team": "ops"}, headers=bearer(OTHER)).status_code == 404
     (con,) = c.get("/v1/contradictions", headers=bearer(READER)).json()
     cid = con["contradiction"]["id"]
     assert con["contradiction"]["kind"] == "update" and "async" in con["old"].casefold()
@@ -191,8 +208,13 @@ def test_recall_contradictions_resolve_and_facts(services: Services) -> None:
     by = c.post(f"/v1/contradictions/{cid}/resolve", json={"keep": "new", "by": "x"}, headers=bearer(WRITER))
     assert by.status_code == 422  # who decides is the token's name, not a field anyone can type
     assert c.post(f"/v1/contradictions/{cid}/resolve", json={"keep": "both"}, headers=bearer(READER)).status_code == 403
-    done = c.post(f"/v1/contradictions/{cid}/resolve", json={"keep": "both", "note": "both hold"}, headers=bearer(WRITER))
-    assert done.status_code == 200 and (done.json()["resolution"], done.json()["resolved_by"]) == ("both", "support-bot")
+    done = c.post(
+        f"/v1/contradictions/{cid}/resolve", json={"keep": "both", "note": "both hold"}, headers=bearer(WRITER)
+    )
+    assert done.status_code == 200 and (done.json()["resolution"], done.json()["resolved_by"]) == (
+        "both",
+        "support-bot",
+    )
     again = c.post(f"/v1/contradictions/{cid}/resolve", json={"keep": "new"}, headers=bearer(WRITER))
     assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
     missing = c.post("/v1/contradictions/nope/resolve", json={"keep": "new"}, headers=bearer(WRITER))
@@ -245,3 +267,51 @@ def test_json_nested_100k_deep_is_400_and_writes_nothing(services: Services) -> 
     )
     assert r.status_code == 400
     assert services.graph.counts().episodes == {}
+
+
+def test_forget_and_export_over_the_api(services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    services.ingestor(clock=lambda: NOW).ingest_lines(sample_lines(), "sample")
+    assert run_night(services, NightRequest(now=NOW)).ok
+    c = client(services, token=TOKEN, tokens=GRANTS)
+    assert c.get("/v1/export", headers=bearer(WRITER)).status_code == 403  # every raw message: admin only
+    exported = c.get("/v1/export", params={"team": "platform"}, headers=bearer(TOKEN))
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(x) for x in exported.text.splitlines()]
+    assert lines[0]["type"] == "header" and lines[0]["team"] == "platform"
+    assert sum(x["type"] == "episode" for x in lines) == sum(services.graph.counts().episodes.values())
+
+    first = c.get("/v1/recall", params={"q": "deploy on friday", "k": 1}, headers=bearer(READER)).json()["items"][0]
+    author = c.get(f"/v1/patterns/{first['id']}", headers=bearer(READER)).json()["evidence"][0]["author"]
+    two = {"author": author, "pattern_id": first["id"], "reason": "asked"}
+    assert c.post("/v1/forget", json=two, headers=bearer(WRITER)).status_code == 422  # exactly one target
+    ask = {"author": author, "reason": "left the team and asked"}
+    assert c.post("/v1/forget", json=ask, headers=bearer(READER)).status_code == 403
+    assert c.post("/v1/forget", json=ask | {"team": "ops"}, headers=bearer(WRITER)).status_code == 403
+    done = c.post("/v1/forget", json=ask, headers=bearer(WRITER))
+    assert done.status_code == 200, done.text
+    report = done.json()
+    assert report["by"] == "support-bot" and report["episodes_forgotten"]
+    stones = {t.id: t for t in services.graph.tombstones("platform")}
+    assert all(stones[i].by == "support-bot" for i in report["episodes_forgotten"])
+    left = c.get("/v1/recall", params={"q": "deploy on friday", "k": 20}, headers=bearer(READER)).json()["items"]
+    assert all(i["author"] != author for i in left if i["kind"] == "episode")
+    again = c.post("/v1/forget", json=ask, headers=bearer(WRITER)).json()  # a retry is harmless
+    assert again["episodes_forgotten"] == [] and set(again["episodes_already_forgotten"]) == set(
+        report["episodes_forgotten"]
+    )
+
+    # A forget never lands inside a night: it waits for the lease, then answers 429 with Retry-After.
+    from taskzilla_sleep.lease import LEASE_NAME, Lease
+
+    monkeypatch.setattr("taskzilla_sleep.worker.FORGET_WAIT_S", 0.3)
+    night = Lease(services.graph, LEASE_NAME, 60, me="night@test")
+    assert night.try_acquire()
+    try:
+        busy = c.post("/v1/forget", json={"pattern_id": first["id"], "reason": "wrong"}, headers=bearer(WRITER))
+        assert busy.status_code == 429 and int(busy.headers["Retry-After"]) >= 1
+        assert "night@test" in busy.json()["error"]["message"]
+    finally:
+        night.release()
+    gone = c.post("/v1/forget", json={"pattern_id": first["id"], "reason": "wrong"}, headers=bearer(WRITER))
+    assert gone.status_code == 200 and gone.json()["patterns_forgotten"] == [first["id"]]
+    assert c.get(f"/v1/patterns/{first['id']}", headers=bearer(READER)).status_code == 404

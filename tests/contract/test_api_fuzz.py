@@ -47,7 +47,9 @@ def app(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     """Without a token every handler sees the fuzzed input; with one, the fuzzed Authorization
     headers meet the token check (and the write endpoints answer 401)."""
     data = tmp_path_factory.mktemp("fuzz")
-    with build(load_settings(env={"TASKZILLA_DATA_DIR": str(data)}, overrides={"api.default_team": "platform"})) as services:
+    with build(
+        load_settings(env={"TASKZILLA_DATA_DIR": str(data)}, overrides={"api.default_team": "platform"})
+    ) as services:
         services.ingestor(clock=lambda: NOW).ingest_lines(sample_lines(), "sample")
         # Wired as the worker wires its API (status, metrics and ingest are the worker's own).
         worker = Worker(services, ScaledClock(NOW, 1.0), api_token=request.param, serve_api=False, env={})

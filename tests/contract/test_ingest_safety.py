@@ -305,34 +305,38 @@ def services(tmp_path: Path) -> Iterator[Services]:
 def test_api_refuses_a_nul_in_the_last_of_600_items_and_writes_nothing(services: Services) -> None:
     c = client(services)
     body = [api_ep(i) for i in range(599)] + [api_ep(599, text="the end\u0000")]
-    r = c.post("/episodes", json=body)
+    r = c.post("/v1/episodes", json={"episodes": body})
     assert r.status_code == 422, r.text
-    assert r.json()["detail"] == [
+    assert r.json()["error"]["details"] == [
         {"index": 599, "field": "text", "reason": "character 8 is U+0000 (NUL), which the stores cannot hold"}
     ]
     # JSON allows a lone surrogate as an escape (a client library would refuse to send it raw).
-    raw = json.dumps([api_ep(1, author="x\ud800")])
-    surrogate = c.post("/episodes", content=raw, headers={"content-type": "application/json"})
-    assert surrogate.status_code == 422 and surrogate.json()["detail"][0]["field"] == "author"
+    raw = json.dumps({"episodes": [api_ep(1, author="x\ud800")]})
+    surrogate = c.post("/v1/episodes", content=raw, headers={"content-type": "application/json"})
+    assert surrogate.status_code == 422 and surrogate.json()["error"]["details"][0]["field"] == "author"
     assert services.graph.counts().episodes == {} and services.vectors.teams() == []
 
 
 def test_api_refuses_an_id_reused_with_other_content(services: Services) -> None:
     c = client(services)
-    assert c.post("/episodes", json=[api_ep(1, id="msg-1")]).json()["new"] == 1
-    r = c.post("/episodes", json=[api_ep(2), api_ep(1, id="msg-1", team="ops")])
+    assert c.post("/v1/episodes", json={"episodes": [api_ep(1, id="msg-1")]}).json()["new"] == 1
+    r = c.post("/v1/episodes", json={"episodes": [api_ep(2), api_ep(1, id="msg-1", team="ops")]})
     assert r.status_code == 422
-    assert r.json()["detail"] == [
+    assert r.json()["error"]["details"] == [
         {
             "index": 1,
             "field": "id",
             "reason": "id 'msg-1' is already stored with other content: team 'ops' (stored: 'platform')",
         }
     ]
-    same = c.post("/episodes", json=[api_ep(1, id="msg-1")]).json()
+    same = c.post("/v1/episodes", json={"episodes": [api_ep(1, id="msg-1")]}).json()
     assert (same["new"], same["present"]) == (0, 1)
     assert services.graph.counts().episodes == {"raw": 1}
-    future = c.post("/episodes", json=[api_ep(3, ts="2026-11-30T03:05:00+01:00")])  # the clock is 2026-11-28
-    assert future.status_code == 422 and future.json()["detail"][0]["field"] == "ts"
-    numeric = c.post("/episodes", json=[api_ep(3, ts=1764493320)])
-    assert numeric.status_code == 422 and "a number is not a timestamp" in numeric.json()["detail"][0]["reason"]
+    future = c.post(
+        "/v1/episodes", json={"episodes": [api_ep(3, ts="2026-11-30T03:05:00+01:00")]}
+    )  # the clock is 2026-11-28
+    assert future.status_code == 422 and future.json()["error"]["details"][0]["field"] == "ts"
+    numeric = c.post("/v1/episodes", json={"episodes": [api_ep(3, ts=1764493320)]})
+    assert (
+        numeric.status_code == 422 and "a number is not a timestamp" in numeric.json()["error"]["details"][0]["reason"]
+    )

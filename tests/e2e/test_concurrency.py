@@ -136,7 +136,7 @@ def test_a_second_worker_on_one_data_dir_survives_the_owner_stopping(tmp_path: P
         assert get(b, "/readyz")["ready"] is True
         assert stop(owner) == 0
         # b's next call finds the server gone, starts one on the same files and goes on.
-        assert get(b, "/status")["sizes"]["episodes_total"] > 0
+        assert get(b, "/v1/status")["sizes"]["episodes_total"] > 0
         assert get(b, "/readyz")["ready"] is True
         assert b.poll() is None
         assert stop(b) == 0

@@ -97,12 +97,12 @@ def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
 
 
 def night(proc: Any, slot: str) -> dict[str, Any] | None:
-    runs = [r for r in get(proc, "/status")["last_runs"] if r["slot"] == slot and r["ok"]]
+    runs = [r for r in get(proc, "/v1/status")["last_runs"] if r["slot"] == slot and r["ok"]]
     return runs[0] if runs else None
 
 
 def distilling(proc: Any) -> bool:
-    runs = get(proc, "/status")["last_runs"]
+    runs = get(proc, "/v1/status")["last_runs"]
     return bool(runs) and runs[0]["steps"]["distill"]["status"] == "running"
 
 
@@ -124,10 +124,10 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
         for step, hhmm in slots.items():
             assert starts[step] >= datetime.fromisoformat(f"2026-11-28T{hhmm}:00+01:00"), step
         assert starts["prune"] < starts["distill"] < starts["reflect"] < starts["decay"]
-        assert len(get(w, "/contradictions")) == 1
+        assert len(get(w, "/v1/contradictions?team=platform")) == 1
 
         # Taught at "10 o'clock": three people state a new rule; the watchdog makes it recallable.
-        now = datetime.fromisoformat(get(w, "/status")["clock"])
+        now = datetime.fromisoformat(get(w, "/v1/status")["clock"])
         rule = [
             ("martin", "Every incident gets a written postmortem within two days."),
             ("sara", "Reminder: the incident postmortem is due within two days, every time."),
@@ -144,15 +144,19 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
             }
             for i, (a, t) in enumerate(rule)
         ]
-        bad = post(w, "/episodes", {"episodes": [*eps, {"team": "platform", "text": "no author"}]})
-        assert bad[0] == 422 and bad[1]["detail"][0]["index"] == 3  # nothing written
-        assert post(w, "/episodes", {"episodes": eps}) == (
+        bad = post(w, "/v1/episodes", {"episodes": [*eps, {"team": "platform", "text": "no author"}]})
+        assert bad[0] == 422 and bad[1]["error"]["details"][0]["index"] == 3  # nothing written
+        assert post(w, "/v1/episodes", {"episodes": eps}) == (
             200,
             {"new": 3, "present": 0, "skipped": 0, "skipped_by_connector": {}},
         )
         hit = wait_for(
             "the watchdog's pattern",
-            lambda: [i for i in get(w, "/recall?q=incident+postmortem&k=3") if i["kind"] == "pattern"],
+            lambda: [
+                i
+                for i in get(w, "/v1/recall?q=incident+postmortem&k=3&team=platform")["items"]
+                if i["kind"] == "pattern"
+            ],
         )
         assert "postmortem" in hit[0]["text"].casefold()
         metrics = urllib.request.urlopen(w.api + "/metrics", timeout=10).read().decode()
@@ -222,8 +226,8 @@ def test_two_workers_against_one_neo4j_run_the_night_once(
     ):
         wait_for("the night", lambda: night(a, "2026-11-28"))
         time.sleep(3)  # give the other replica every chance to run it a second time
-        runs_a = [r for r in get(a, "/status")["last_runs"] if r["slot"] == "2026-11-28"]
-        runs_b = [r for r in get(b, "/status")["last_runs"] if r["slot"] == "2026-11-28"]
+        runs_a = [r for r in get(a, "/v1/status")["last_runs"] if r["slot"] == "2026-11-28"]
+        runs_b = [r for r in get(b, "/v1/status")["last_runs"] if r["slot"] == "2026-11-28"]
         assert len(runs_a) == 1 and runs_a == runs_b  # one night, seen by both
         assert stop(a) == 0 and stop(b) == 0
     logs = a.log_path.read_text() + b.log_path.read_text()
