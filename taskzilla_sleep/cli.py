@@ -17,6 +17,7 @@ from types import FrameType
 from typing import Any
 
 from taskzilla_sleep import __version__, cli_memory
+from taskzilla_sleep.cli_memory import BY_HELP
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.models import TEAM_RE
@@ -97,7 +98,7 @@ def make_parser() -> argparse.ArgumentParser:
     fsub = facts.add_subparsers(dest="facts_command", required=True, metavar="ACTION")
     fpin = fsub.add_parser("pin", parents=[common], help="pin a fact")
     fpin.add_argument("text")
-    fpin.add_argument("--by", required=True, help="who declares it")
+    fpin.add_argument("--by", help=BY_HELP)
     fpin.add_argument("--entity", help="the person (or thing) it is about")
     fpin.add_argument("--team", type=_team_name, help="the team (default: the only team in the stores)")
     fpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
@@ -106,7 +107,7 @@ def make_parser() -> argparse.ArgumentParser:
     flist.add_argument("--json", action="store_true", help="machine-readable output")
     funpin = fsub.add_parser("unpin", parents=[common], help="unpin (archive) a fact")
     funpin.add_argument("id")
-    funpin.add_argument("--by", required=True, help="who unpins it")
+    funpin.add_argument("--by", help=BY_HELP)
     funpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
 
     con = sub.add_parser("contradictions", parents=[common], help="the human loop: list and resolve contradictions")
@@ -117,7 +118,7 @@ def make_parser() -> argparse.ArgumentParser:
     cres = csub.add_parser("resolve", parents=[common], help="resolve one: keep new, old or both")
     cres.add_argument("id")
     cres.add_argument("--keep", required=True, choices=["new", "old", "both"])
-    cres.add_argument("--by", required=True, help="who decides")
+    cres.add_argument("--by", help=BY_HELP)
     cres.add_argument("--note", help="why")
     cres.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
 
@@ -192,6 +193,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
+    cli_memory.record_by(args)
     secrets = Secrets.from_env(os.environ)
     try:
         level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or "warning"
@@ -215,10 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "contradictions": cmd_contradictions,
             "worker": cmd_worker,
             "report": cmd_report,
-            "patterns": cli_memory.cmd_patterns,
-            "forget": cli_memory.cmd_forget,
-            "export": cli_memory.cmd_export,
-            "import": cli_memory.cmd_import,
+            **cli_memory.HANDLERS,
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:

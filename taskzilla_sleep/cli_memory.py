@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import getpass
 import json
 import os
 import re
@@ -22,6 +23,23 @@ from typing import Any
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.models import TEAM_RE, PatternStatus
 from taskzilla_sleep.settings import Secrets, Settings
+
+BY_HELP = "who decides (recorded as cli:NAME; default: your login name)"
+
+
+def record_by(args: argparse.Namespace) -> None:
+    """A person's name typed in a shell is free text: it is recorded as ``cli:NAME`` (the login name
+    when ``--by`` is not given), so it never passes for an API token's name."""
+    if hasattr(args, "by"):
+        name = (args.by or "").strip() or _login_name()
+        args.by = name if name.startswith("cli:") else f"cli:{name}"
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no USER variable and no passwd entry (a bare container)
+        return "unknown"
 
 
 def _team_name(raw: str) -> str:
@@ -64,7 +82,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         f = fsub.add_parser(what, parents=[common], help=helptext)
         f.add_argument(arg)
         f.add_argument("--team", type=_team_name, required=True)
-        f.add_argument("--by", required=True, help="who asked (kept in the tombstone)")
+        f.add_argument("--by", help="who asked (kept in the tombstone as cli:NAME; default: your login name)")
         f.add_argument("--reason", required=True, help="why (kept in the tombstone)")
         f.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
         f.add_argument("--json", action="store_true", help="machine-readable output")
@@ -204,3 +222,6 @@ def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     text_out = f"imported team {report.team}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
     _emit(args, report.model_dump(mode="json"), text_out)
     return 0
+
+
+HANDLERS = {"patterns": cmd_patterns, "forget": cmd_forget, "export": cmd_export, "import": cmd_import}

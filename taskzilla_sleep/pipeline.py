@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -73,6 +74,8 @@ class NightHooks:
     clock: Callable[[], datetime] | None = None
     before_step: Callable[[StepName], bool] | None = None
     should_stop: Callable[[], bool] | None = None
+    # Held around the drift repair: the worker's ingest gate, so an ingest in flight is not drift.
+    quiet: Callable[[], AbstractContextManager[None]] = nullcontext
 
 
 @dataclass
@@ -187,7 +190,8 @@ class _Night:
 
     def _prepare(self) -> None:
         """Before a real night: repair drift, record the run, finish what a crashed run left half-applied."""
-        drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now)
+        with self.hooks.quiet():
+            drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now)
         self.result.repaired_drift = drift.repaired
         self.result.quarantined = drift.quarantined
         self.result.run.sizes_before = store_sizes(self.graph, self.services.vectors)

@@ -56,11 +56,13 @@ class IngestGate:
 
     def __init__(self) -> None:
         self._busy = 0
+        self._quiet = False  # a reconcile is looking: new ingests wait (it takes milliseconds to seconds)
         self._idle = threading.Condition()
 
     @contextmanager
     def running(self) -> Iterator[None]:
         with self._idle:
+            self._idle.wait_for(lambda: not self._quiet)
             self._busy += 1
         try:
             yield
@@ -69,14 +71,25 @@ class IngestGate:
                 self._busy -= 1
                 self._idle.notify_all()
 
+    @contextmanager
+    def quiet(self, timeout_s: float = 120.0) -> Iterator[None]:
+        """No ingest runs inside: waits for those in flight (up to ``timeout_s``), holds new ones back
+        until the body is done. Held around the reconcile that repairs drift, so an ingest between
+        its graph write and its vectors is never taken for drift and embedded twice."""
+        with self._idle:
+            if not self._idle.wait_for(lambda: self._busy == 0 and not self._quiet, timeout=timeout_s):
+                log.warning("ingest_still_running", in_flight=self._busy, waited_s=timeout_s)
+            self._quiet = True
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._quiet = False
+                self._idle.notify_all()
+
     @property
     def busy(self) -> int:
         return self._busy
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        """True when no ingest is in flight (waiting up to ``timeout_s``)."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._busy == 0, timeout=timeout_s)
 
 
 def audit(access: Access, action: str, team: str | None, ids: Sequence[str] = (), **extra: object) -> None:

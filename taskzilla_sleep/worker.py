@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -168,10 +169,10 @@ class Worker:
         self._wake.clear()
         self.clock.sleep((wake_at - now).total_seconds(), self._wake)
 
+    def _quiet(self) -> AbstractContextManager[None]:
+        return self.gate.quiet(INGEST_WAIT_S)
+
     def _with_lease(self, what: str, work: Callable[[], None]) -> bool:
-        # An ingest between its graph write and its vectors is not drift: let it finish first.
-        if not self.gate.wait_idle(INGEST_WAIT_S):
-            log.warning("ingest_still_running", work=what, in_flight=self.gate.busy, waited_s=INGEST_WAIT_S)
         if not self.lease.try_acquire():
             holder, _ = self.lease.holder()
             log.info("lease_busy", work=what, holder=holder)
@@ -189,6 +190,7 @@ class Worker:
                 clock=self.clock.now,
                 before_step=lambda step: self._wait_for_slot(night, step),
                 should_stop=self._stop.is_set,
+                quiet=self._quiet,
             )
             self._after_night(run_night(self.services, request, hooks))
 
@@ -235,7 +237,7 @@ class Worker:
                     teams=[team],
                     lookback=timedelta(hours=self.settings.watchdog.lookback_hours),
                 )
-                hooks = NightHooks(clock=self.clock.now, should_stop=self._stop.is_set)
+                hooks = NightHooks(clock=self.clock.now, should_stop=self._stop.is_set, quiet=self._quiet)
                 result = run_night(self.services, request, hooks)
                 log.info("watchdog_finished", team=team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
 

@@ -44,7 +44,7 @@ T = TypeVar("T")
 Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
 READ = responses(400, 401, 403, 422, 503)
 JSONL: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/x-ndjson": {}}, "description": "one JSON object a line"}
+    200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}, "description": "one JSON object a line"}
 }
 WRITE = responses(400, 401, 403, 404, 409, 413, 422, 503)
 
@@ -234,7 +234,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
     @v1.get(
         "/export",
         operation_id="exportTeam",
-        response_class=PlainTextResponse,
+        response_model=None,
         responses=JSONL | responses(400, 401, 403, 422, 503),
     )
     def export(who: Caller, team: Team = None) -> Response:
@@ -250,8 +250,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         return deps.status()
 
     app.include_router(v1)
-    if deps.tokens.open:
-        _security_optional(app)
+    _finish_schema(app, token_optional=deps.tokens.open)
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["probes"])
     def healthz() -> Health:
@@ -278,8 +277,9 @@ def create_app(deps: ApiDeps) -> FastAPI:
     return app
 
 
-def _security_optional(app: FastAPI) -> None:
-    """An open deployment (no token configured) says so in its schema: a token is optional there."""
+def _finish_schema(app: FastAPI, token_optional: bool) -> None:
+    """Two things FastAPI cannot say by itself: a JSONL answer is not also JSON, and an open
+    deployment (no token configured) takes requests without a token."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -287,7 +287,12 @@ def _security_optional(app: FastAPI) -> None:
             schema = build()
             for item in schema.get("paths", {}).values():
                 for op in item.values():
-                    if isinstance(op, dict) and op.get("security"):
+                    if not isinstance(op, dict):
+                        continue
+                    ok = op.get("responses", {}).get("200", {}).get("content", {})
+                    if "application/x-ndjson" in ok:
+                        ok.pop("application/json", None)
+                    if token_optional and op.get("security"):
                         op["security"] = [*op["security"], {}]
             app.openapi_schema = schema
         return app.openapi_schema

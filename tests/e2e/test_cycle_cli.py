@@ -143,7 +143,7 @@ def test_recall_facts_and_the_human_loop(demo_dir: Path) -> None:
     assert again.returncode == 1 and "already resolved" in again.stderr
     assert json.loads(cli("contradictions", "list", "--json", data_dir=demo_dir).stdout) == []
     resolved = json.loads(cli("contradictions", "list", "--status", "resolved", "--json", data_dir=demo_dir).stdout)
-    assert resolved[0]["resolved_by"] == "sara" and resolved[0]["note"] == "moved to voice"
+    assert resolved[0]["resolved_by"] == "cli:sara" and resolved[0]["note"] == "moved to voice"
 
     unpin = cli("facts", "unpin", fact["id"], "--by", "martin", data_dir=demo_dir)
     assert unpin.returncode == 0

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 from taskzilla_sleep.models import STEP_NAMES, PatternStatus
-from taskzilla_sleep.pipeline import NightRequest, run_night
+from taskzilla_sleep.pipeline import NightHooks, NightRequest, run_night
 from taskzilla_sleep.steps.distill import DistillPlan
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode
 from tests.unit.steps.test_distill import STATEMENT, rules
@@ -46,3 +48,18 @@ def test_a_failing_step_stops_the_night_and_the_ledger_says_so(fake: Fake, tmp_p
     assert [s.status for s in result.run.steps] == ["ok", "failed", "skipped", "skipped"]
     assert "the model is down" in (result.run.steps[1].error or "")
     assert fake.graph.runs(1)[0].steps[1].status == "failed"
+
+
+def test_the_drift_repair_runs_inside_the_quiet_hook(fake: Fake) -> None:
+    """The worker passes its ingest gate here: an ingest in flight is never repaired as drift."""
+    fake.add(episode("chat", "good morning all", "lea"))
+    seen: list[str] = []
+
+    @contextmanager
+    def quiet() -> Iterator[None]:
+        seen.append("enter")
+        yield
+        seen.append("exit")
+
+    assert run_night(fake, NightRequest(now=NIGHT, trigger="manual"), NightHooks(quiet=quiet)).ok
+    assert seen == ["enter", "exit"]
