@@ -204,3 +204,6 @@ def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     text_out = f"imported team {report.team}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
     _emit(args, report.model_dump(mode="json"), text_out)
     return 0
+
+
+HANDLERS = {"patterns": cmd_patterns, "forget": cmd_forget, "export": cmd_export, "import": cmd_import}
