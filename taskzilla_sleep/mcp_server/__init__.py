@@ -2,7 +2,16 @@
 tools a model calls (``tools``) and the streamable-HTTP app behind the same bearer tokens as the HTTP
 API (``http``). Over stdio the caller is fixed at start (``TASKZILLA_MCP_TOKEN``)."""
 
-from taskzilla_sleep.mcp_server.http import MCP_PATH, BearerGate, http_app
+from taskzilla_sleep.mcp_server.http import MCP_PATH, BearerGate, http_app, mcp_route
 from taskzilla_sleep.mcp_server.tools import ACCESS_KEY, TOOL_NAMES, build_server, stdio_access
 
-__all__ = ["ACCESS_KEY", "MCP_PATH", "TOOL_NAMES", "BearerGate", "build_server", "http_app", "stdio_access"]
+__all__ = [
+    "ACCESS_KEY",
+    "MCP_PATH",
+    "TOOL_NAMES",
+    "BearerGate",
+    "build_server",
+    "http_app",
+    "mcp_route",
+    "stdio_access",
+]

@@ -10,11 +10,15 @@ never logged nor kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskzilla_sleep.access import Tokens
@@ -50,3 +54,14 @@ def http_app(server: MCPServer[Any], tokens: Tokens, host: str, max_body_bytes: 
     session manager, so the ASGI server must run the lifespan (uvicorn ``lifespan="on"``)."""
     inner = server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=max_body_bytes)
     return BearerGate(inner, tokens)
+
+
+def mcp_route(
+    server: MCPServer[Any], tokens: Tokens, host: str, max_body_bytes: int, path: str = MCP_PATH
+) -> tuple[Route, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The MCP endpoint as one route of another app (the worker's API), behind the gate, and the SDK's
+    session manager's ``run``: the host app enters it in its lifespan (it holds the task group every
+    MCP session runs in), so that app's server must run the lifespan."""
+    server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=max_body_bytes)
+    manager = server.session_manager
+    return Route(path, endpoint=BearerGate(StreamableHTTPASGIApp(manager), tokens)), manager.run

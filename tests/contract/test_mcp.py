@@ -32,7 +32,9 @@ from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.mcp_server import TOOL_NAMES
 from taskzilla_sleep.models import EpisodeIn
 from taskzilla_sleep.pipeline import NightRequest, run_night
+from taskzilla_sleep.scheduler import ScaledClock
 from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
@@ -265,3 +267,35 @@ def test_the_mcp_server_over_streamable_http(http_server: tuple[str, Path]) -> N
 
     anyio.run(scenario, connect)
     _no_token_in(errlog)
+
+
+def test_the_worker_serves_mcp_at_slash_mcp_beside_its_api(tmp_path: Path) -> None:
+    """One process, one set of stores: the worker's API also answers MCP at /mcp, behind the same tokens;
+    its lifespan runs the session manager and a stop does not hang on it."""
+    overrides = {"api.tokens": GRANTS, "api.default_team": "platform"}
+    with build(load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)}, overrides=overrides)) as services:
+        worker = Worker(services, ScaledClock(NOW, 0.0), serve_api=True, api_port=0, env={})
+        url = worker.start_api()
+        assert url is not None and worker._server.started
+        try:
+            assert httpx.post(url + "/mcp", json={}, timeout=30).status_code == 401
+            assert httpx.get(url + "/healthz", timeout=30).json() == {"ok": True}
+
+            async def use() -> None:
+                http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {WRITER}"}, timeout=60)
+                async with http, Client(streamable_http_client(url + "/mcp", http_client=http)) as client:
+                    assert set(t.name for t in (await client.list_tools()).tools) == set(TOOL_NAMES)
+                    text = "the release train leaves every wednesday at noon"
+                    stored = await _call(client, "remember", episodes=[_ep(text, "quinn").model_dump(mode="json")])
+                    assert stored["new"] == 1
+                    found = await _call(client, "recall", query="when does the release train leave")
+                    assert [i["author"] for i in found["items"]] == ["quinn"]
+                    await _refused(client, "recall", "forbidden", query="release train", team="ops")
+
+            anyio.run(use)
+            assert worker._wake.is_set()  # an ingest over MCP wakes the loop like one over /v1
+        finally:
+            worker._server.should_exit = True
+            assert worker._api_thread is not None
+            worker._api_thread.join(timeout=15)
+        assert not worker._api_thread.is_alive()
