@@ -20,7 +20,8 @@ from typing import Any
 
 import structlog
 
-from taskzilla_sleep.errors import ConfigError
+from taskzilla_sleep.access import Access, Tokens
+from taskzilla_sleep.errors import ConfigError, Unauthorized
 from taskzilla_sleep.settings import Secrets, Settings
 
 log = structlog.get_logger(__name__)
@@ -51,6 +52,22 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     mcp.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"--transport http: the port (default {DEFAULT_PORT}; 0: any)"
     )
+
+
+def stdio_access(tokens: Tokens, token: str | None) -> Access:
+    """The stdio server's caller, from ``TASKZILLA_MCP_TOKEN``: refused at start (exit 2) when tokens are
+    configured and it is missing or matches none. An open deployment (no token configured) is open."""
+    if tokens.open:
+        return tokens.authenticate(None)
+    if not token:
+        raise ConfigError(
+            "config error: tokens are configured (api.tokens / api.tokens_file / TASKZILLA_API_TOKEN): "
+            "set TASKZILLA_MCP_TOKEN to one of them for the stdio MCP server"
+        )
+    try:
+        return tokens.authenticate(token)
+    except Unauthorized:
+        raise ConfigError("config error: TASKZILLA_MCP_TOKEN matches no configured token") from None
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -92,14 +109,6 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> i
 
     import anyio
 
-    from taskzilla_sleep.access import Tokens
-    from taskzilla_sleep.app import build
-    from taskzilla_sleep.lease import exclusive
-    from taskzilla_sleep.mcp_server import MCP_PATH, build_server, http_app, stdio_access
-    from taskzilla_sleep.scheduler import RealClock
-    from taskzilla_sleep.service import MemoryService
-    from taskzilla_sleep.worker import FORGET_WAIT_S
-
     api_token = secrets.api_token.get_secret_value() if secrets.api_token else None
     tokens = Tokens.from_settings(settings.api, api_token)
     stdio = args.transport == "stdio"
@@ -107,6 +116,14 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> i
     access = stdio_access(tokens, mcp_token) if stdio else None
     host = args.host or settings.api.host
     sock = None if stdio else _listen(host, args.port)
+    # The caller and the port are checked first: a refused start costs no heavy import, no store.
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.lease import exclusive
+    from taskzilla_sleep.mcp_server import MCP_PATH, build_server, http_app
+    from taskzilla_sleep.scheduler import RealClock
+    from taskzilla_sleep.service import MemoryService
+    from taskzilla_sleep.worker import FORGET_WAIT_S
+
     clock = RealClock(ZoneInfo(settings.schedule.timezone))
     try:
         with build(settings, secrets) as services:
@@ -129,7 +146,8 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> i
             assert sock is not None
             port = int(sock.getsockname()[1])
             app = http_app(server, tokens, host, settings.api.max_body_bytes)
-            uv = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+            config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+            uv = uvicorn.Server(config)  # a standing MCP stream cannot hold a SIGTERM for longer than 5 s
             url = f"http://{host}:{port}{MCP_PATH}"
             log.info("mcp_serving", transport="http", url=url, open=tokens.open)
             print(f"taskzilla-sleep mcp: pid {os.getpid()}, {url}, data {settings.data_dir}", flush=True)

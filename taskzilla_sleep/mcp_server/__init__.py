@@ -3,7 +3,7 @@ tools a model calls (``tools``) and the streamable-HTTP app behind the same bear
 API (``http``). Over stdio the caller is fixed at start (``TASKZILLA_MCP_TOKEN``)."""
 
 from taskzilla_sleep.mcp_server.http import MCP_PATH, BearerGate, http_app, mcp_route
-from taskzilla_sleep.mcp_server.tools import ACCESS_KEY, TOOL_NAMES, build_server, stdio_access
+from taskzilla_sleep.mcp_server.tools import ACCESS_KEY, TOOL_NAMES, build_server
 
 __all__ = [
     "ACCESS_KEY",

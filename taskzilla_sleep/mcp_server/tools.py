@@ -20,11 +20,11 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from taskzilla_sleep import __version__
-from taskzilla_sleep.access import Access, Tokens
+from taskzilla_sleep.access import Access
 from taskzilla_sleep.api import IngestQueue
 from taskzilla_sleep.api.errors import CODES, status_of
 from taskzilla_sleep.api.schemas import IngestResult, RecallResult
-from taskzilla_sleep.errors import Busy, ConfigError, TaskzillaError, Unauthorized
+from taskzilla_sleep.errors import Busy, TaskzillaError
 from taskzilla_sleep.ingest import MAX_REPORTED_ERRORS, field_of, reason_of
 from taskzilla_sleep.memory_admin import ForgetReport
 from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, StorableStr, TeamName
@@ -56,22 +56,6 @@ class Contradictions(BaseModel):
 
     team: str
     contradictions: list[ContradictionView]
-
-
-def stdio_access(tokens: Tokens, token: str | None) -> Access:
-    """The stdio server's caller, from ``TASKZILLA_MCP_TOKEN``: refused at start (exit 2) when tokens are
-    configured and it is missing or matches none. An open deployment (no token configured) is open."""
-    if tokens.open:
-        return tokens.authenticate(None)
-    if not token:
-        raise ConfigError(
-            "config error: tokens are configured (api.tokens / api.tokens_file / TASKZILLA_API_TOKEN): "
-            "set TASKZILLA_MCP_TOKEN to one of them for the stdio MCP server"
-        )
-    try:
-        return tokens.authenticate(token)
-    except Unauthorized:
-        raise ConfigError("config error: TASKZILLA_MCP_TOKEN matches no configured token") from None
 
 
 @contextmanager

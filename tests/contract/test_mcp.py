@@ -207,11 +207,27 @@ def test_the_mcp_server_over_stdio(deployment: tuple[Path, Path], tmp_path: Path
     assert '"who": "support-bot"' in log and '"action": "forget"' in log  # audited, by name
 
     # Tokens are configured: a stdio server without one, or with a wrong one, refuses to start.
-    for extra, why in (({}, "set TASKZILLA_MCP_TOKEN"), ({"TASKZILLA_MCP_TOKEN": "nope"}, "matches no configured")):
-        done = subprocess.run(
-            _command(config), env=_env(data, **extra), stdin=subprocess.DEVNULL, capture_output=True, timeout=120
+    cases = (({}, "set TASKZILLA_MCP_TOKEN"), ({"TASKZILLA_MCP_TOKEN": "nope"}, "matches no configured"))
+    started = [
+        (
+            why,
+            subprocess.Popen(
+                _command(config),
+                env=_env(data, **extra),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            ),
         )
-        assert done.returncode == 2 and why in done.stderr.decode() and done.stdout == b"", done
+        for extra, why in cases
+    ]
+    for why, proc in started:
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert proc.returncode == 2 and why in err.decode() and out == b"", (out, err)
 
 
 @pytest.fixture
