@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_memory
+from taskzilla_sleep import __version__, cli_mcp, cli_memory
 from taskzilla_sleep.cli_memory import BY_HELP
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -137,6 +137,7 @@ def make_parser() -> argparse.ArgumentParser:
     rc.add_argument("--check", action="store_true", help="only report; exit 1 when drift is found")
     rc.add_argument("--json", action="store_true", help="machine-readable output")
     cli_memory.add_parsers(sub, common)  # patterns, forget, export, import
+    cli_mcp.add_parser(sub, common)  # mcp
     return p
 
 
@@ -199,12 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or "warning"
         if level.lower() not in LOG_LEVELS:
             raise ConfigError(f"config error: TASKZILLA_LOG_LEVEL = {level!r}: must be one of {', '.join(LOG_LEVELS)}")
-        configure_logging(
-            level=level.lower(),
-            secrets=[
-                s.get_secret_value() for s in (secrets.neo4j_password, secrets.chroma_token, secrets.api_token) if s
-            ],
-        )
+        configure_logging(level=level.lower(), secrets=secrets.values())
         settings = load_settings(args.config, os.environ, _overrides(args))
         handler = {
             "demo": cmd_demo,
@@ -217,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "contradictions": cmd_contradictions,
             "worker": cmd_worker,
             "report": cmd_report,
-            **cli_memory.HANDLERS,
+            **cli_memory.HANDLERS,  # patterns, forget, export, import
+            **cli_mcp.HANDLERS,  # mcp
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:

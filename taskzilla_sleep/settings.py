@@ -309,6 +309,12 @@ class Secrets(BaseModel):
     neo4j_password: SecretStr | None = None
     chroma_token: SecretStr | None = None
     api_token: SecretStr | None = None
+    mcp_token: SecretStr | None = None  # the stdio MCP server's caller (one of the API's tokens)
+
+    def values(self) -> list[str]:
+        """Every secret set, for the log masker."""
+        found = (self.neo4j_password, self.chroma_token, self.api_token, self.mcp_token)
+        return [s.get_secret_value() for s in found if s]
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Secrets:
@@ -322,6 +328,7 @@ class Secrets(BaseModel):
             neo4j_password=get("TASKZILLA_NEO4J_PASSWORD", "NEO4J_PASSWORD"),
             chroma_token=get("TASKZILLA_CHROMA_TOKEN", "CHROMA_TOKEN"),
             api_token=get("TASKZILLA_API_TOKEN"),
+            mcp_token=get("TASKZILLA_MCP_TOKEN"),
         )
 
 

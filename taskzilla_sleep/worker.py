@@ -1,4 +1,5 @@
-"""The long-running worker: the nightly chain at its slots, the watchdog, alerts, and the HTTP API.
+"""The long-running worker: the nightly chain at its slots, the watchdog, alerts, and the HTTP API
+(with the MCP server at ``/mcp``).
 
 One loop in the main thread decides what to do; the API is served by uvicorn in a thread. Every
 piece of consolidation work (a night, a watchdog distill) runs under the one lease in the graph
@@ -275,9 +276,12 @@ class Worker:
 
     def api_deps(self) -> ApiDeps:
         from taskzilla_sleep.api import ApiDeps
+        from taskzilla_sleep.mcp_server import build_server, mcp_route
 
         tokens = Tokens.from_settings(self.settings.api, self._api_token)
-        return ApiDeps(service=self.memory, tokens=tokens, status=self.status, metrics=self.metrics)
+        api = self.settings.api
+        mcp = mcp_route(build_server(self.memory, None), tokens, api.host, api.max_body_bytes)
+        return ApiDeps(service=self.memory, tokens=tokens, status=self.status, metrics=self.metrics, mounts=[mcp])
 
     def _start_api(self) -> None:
         import uvicorn
@@ -296,7 +300,10 @@ class Worker:
                 f"config error: the API cannot listen on {where} ({exc.strerror}): set api.port or --api-port"
             ) from exc
         self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(create_app(deps), log_config=None, access_log=False, lifespan="off")
+        # The lifespan runs the MCP session manager (/mcp); a standing MCP stream must not hold a stop.
+        config = uvicorn.Config(
+            create_app(deps), log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5
+        )
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # the worker owns the signals
         self._api_thread = threading.Thread(

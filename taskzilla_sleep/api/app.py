@@ -12,13 +12,15 @@ from __future__ import annotations
 import io
 import math
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import BaseRoute
 
 from taskzilla_sleep.access import Access, Tokens
 from taskzilla_sleep.api import errors
@@ -69,11 +71,15 @@ class ApiDeps:
         tokens: Tokens,
         status: Callable[[], dict[str, Any]],
         metrics: Callable[[], tuple[bytes, str]],
+        mounts: list[tuple[BaseRoute, Callable[[], AbstractAsyncContextManager[None]]]] | None = None,
     ) -> None:
         self.service = service
         self.tokens = tokens
         self.status = status
         self.metrics = metrics
+        # Other apps served beside /v1 (the MCP server at /mcp), each with what must run while it is
+        # served (entered in the app's lifespan: the server must run it).
+        self.mounts = mounts or []
 
 
 class IngestQueue:
@@ -102,7 +108,16 @@ class IngestQueue:
 def create_app(deps: ApiDeps) -> FastAPI:
     service = deps.service
     settings = service.settings
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for _route, run in deps.mounts:
+                await stack.enter_async_context(run())
+            yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="taskzilla-sleep",
         version="1",
         description="Memory consolidation for a team chat bot: ingest episodes, recall beliefs, resolve "
@@ -250,6 +265,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         return deps.status()
 
     app.include_router(v1)
+    app.router.routes.extend(route for route, _run in deps.mounts)
     _finish_schema(app, token_optional=deps.tokens.open)
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["probes"])
