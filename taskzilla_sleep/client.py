@@ -109,6 +109,13 @@ class Client:
                 pass
         return self._parse(response, Readiness)
 
+    def metrics(self) -> str:
+        """The Prometheus exposition text."""
+        response = self._send("GET", "/metrics")
+        if response.status_code != 200:
+            raise ApiError.of(response)
+        return response.text
+
     # -- memory -----------------------------------------------------------------------------------
     def ingest(self, episodes: Iterable[EpisodeIn | Mapping[str, Any]]) -> IngestResult:
         """Store a batch, all or nothing (422 with the bad items in ``details``); a re-sent episode

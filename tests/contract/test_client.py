@@ -56,7 +56,7 @@ def connect(s: Services, token: str | None, team: str | None = "platform") -> Cl
 
 def test_reads_answer_the_packages_models(seeded: Services) -> None:
     tz = connect(seeded, READER)
-    assert tz.health().ok and tz.ready().ready
+    assert tz.health().ok and tz.ready().ready and tz.metrics().startswith("#")
     got = tz.recall("deploy on friday", k=3, format="prompt", budget=200)
     assert isinstance(got, RecallResult) and got.team == "platform"
     assert all(isinstance(i, RecallItem) and i.team == "platform" for i in got.items)
