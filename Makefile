@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser bench eval clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser examples bench eval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,14 +46,22 @@ unit: $(STAMP)
 contract: $(STAMP) $(NEO4J_CP)
 	$(BIN)/pytest -q tests/contract
 
-e2e: $(STAMP)
+e2e: $(STAMP) examples
 	$(BIN)/pytest -q tests/e2e
 
 # Headless Chromium renders the HTML report in a test (Debian's package; no browser download).
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-test: $(STAMP) $(NEO4J_CP) browser lint typecheck
+# The example bots' toolchains (tests/e2e/test_clients.py): the Node bot's pinned packages from its
+# package-lock.json, and one build of the Go bot (standard library only, nothing downloaded) so the
+# test finds Go's build cache warm. A missing node or go is left to the test to report.
+GO ?= $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
+examples:
+	@if command -v npm >/dev/null 2>&1; then npm ci --prefix examples/node-bot --no-audit --no-fund --loglevel=error; fi
+	@if [ -n "$(GO)" ]; then cd examples/go-bot && GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOWORK=off $(GO) build -o go-bot .; fi
+
+test: $(STAMP) $(NEO4J_CP) browser examples lint typecheck
 	$(BIN)/pytest -rs tests
 
 # The product's numbers against real backends (BENCHMARKS.md): FalkorDB + Chroma embedded and
@@ -76,3 +84,4 @@ eval: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(NEO4J_LOCAL)/target .mypy_cache .ruff_cache .pytest_cache
+	rm -rf examples/node-bot/node_modules examples/node-bot/dist examples/go-bot/go-bot

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_cli import ROOT, cli
-from tests.e2e.test_worker import SAMPLE, get, one_call_at_a_time, stop, wait_for, worker
+from tests.e2e.test_worker import SAMPLE, one_call_at_a_time, stop, wait_for, worker
 
 NIGHT = "2026-11-28T03:05:00+01:00"
 INGESTED = "2026-11-27T18:00:00+01:00"
@@ -133,11 +133,11 @@ def test_a_second_worker_on_one_data_dir_survives_the_owner_stopping(tmp_path: P
     data = tmp_path / "d"
     assert cli("ingest", SAMPLE, "--now", INGESTED, data_dir=data).returncode == 0
     with worker(data, "2026-11-28T12:00:00+01:00", speed=1) as owner, worker(data, "2026-11-28T12:00:00+01:00", 1) as b:
-        assert get(b, "/readyz")["ready"] is True
+        assert b.tz.ready().ready is True
         assert stop(owner) == 0
         # b's next call finds the server gone, starts one on the same files and goes on.
-        assert get(b, "/v1/status")["sizes"]["episodes_total"] > 0
-        assert get(b, "/readyz")["ready"] is True
+        assert b.tz.status()["sizes"]["episodes_total"] > 0
+        assert b.tz.ready().ready is True
         assert b.poll() is None
         assert stop(b) == 0
     assert '"event": "falkordb_handed_over"' in b.log_path.read_text()

@@ -1,4 +1,5 @@
-"""`taskzilla-sleep worker` as a subprocess with a controlled clock, as ops run it."""
+"""`taskzilla-sleep worker` as a subprocess with a controlled clock, as ops run it; its API called
+with the package's client (``proc.tz``), as a Python bot calls it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from taskzilla_sleep.api.schemas import IngestResult
+from taskzilla_sleep.client import ApiError, Client
 from tests.e2e.test_cli import ROOT, cli
 
 SAMPLE = str(ROOT / "taskzilla_sleep" / "data" / "sample_week.jsonl")
@@ -62,28 +64,15 @@ def worker(data: Path, clock_start: str, speed: float, env: dict[str, str] | Non
         assert "API http://" in first, f"worker did not start: {first!r} {Path(log.name).read_text()[-3000:]}"
         proc.api = first.split("API ", 1)[1].split(",", 1)[0]  # type: ignore[attr-defined]
         proc.log_path = Path(log.name)  # type: ignore[attr-defined]
+        proc.tz = Client(proc.api, timeout=30)  # type: ignore[attr-defined]  # no token: an open worker
         yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+        if hasattr(proc, "tz"):
+            proc.tz.close()
         log.close()
-
-
-def get(proc: Any, path: str) -> Any:
-    with urllib.request.urlopen(proc.api + path, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def post(proc: Any, path: str, body: Any) -> tuple[int, Any]:
-    req = urllib.request.Request(
-        proc.api + path, data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
@@ -97,12 +86,12 @@ def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
 
 
 def night(proc: Any, slot: str) -> dict[str, Any] | None:
-    runs = [r for r in get(proc, "/v1/status")["last_runs"] if r["slot"] == slot and r["ok"]]
+    runs = [r for r in proc.tz.status()["last_runs"] if r["slot"] == slot and r["ok"]]
     return runs[0] if runs else None
 
 
 def distilling(proc: Any) -> bool:
-    runs = get(proc, "/v1/status")["last_runs"]
+    runs = proc.tz.status()["last_runs"]
     return bool(runs) and runs[0]["steps"]["distill"]["status"] == "running"
 
 
@@ -115,8 +104,7 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
     data = tmp_path / "d"
     assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
     with worker(data, "2026-11-28T02:55:00+01:00", speed=120) as w:
-        assert get(w, "/healthz") == {"ok": True}
-        assert get(w, "/readyz")["ready"] is True
+        assert w.tz.health().ok and w.tz.ready().ready
         run = wait_for("the night of 2026-11-28", lambda: night(w, "2026-11-28"))
         assert run["trigger"] == "schedule"
         starts = {k: datetime.fromisoformat(v["started_at"]) for k, v in run["steps"].items()}
@@ -124,10 +112,10 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
         for step, hhmm in slots.items():
             assert starts[step] >= datetime.fromisoformat(f"2026-11-28T{hhmm}:00+01:00"), step
         assert starts["prune"] < starts["distill"] < starts["reflect"] < starts["decay"]
-        assert len(get(w, "/v1/contradictions?team=platform")) == 1
+        assert len(w.tz.contradictions(team="platform")) == 1
 
         # Taught at "10 o'clock": three people state a new rule; the watchdog makes it recallable.
-        now = datetime.fromisoformat(get(w, "/v1/status")["clock"])
+        now = datetime.fromisoformat(w.tz.status()["clock"])
         rule = [
             ("martin", "Every incident gets a written postmortem within two days."),
             ("sara", "Reminder: the incident postmortem is due within two days, every time."),
@@ -144,23 +132,16 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
             }
             for i, (a, t) in enumerate(rule)
         ]
-        bad = post(w, "/v1/episodes", {"episodes": [*eps, {"team": "platform", "text": "no author"}]})
-        assert bad[0] == 422 and bad[1]["error"]["details"][0]["index"] == 3  # nothing written
-        assert post(w, "/v1/episodes", {"episodes": eps}) == (
-            200,
-            {"new": 3, "present": 0, "skipped": 0, "skipped_by_connector": {}},
-        )
+        with pytest.raises(ApiError) as bad:
+            w.tz.ingest([*eps, {"team": "platform", "text": "no author"}])
+        assert bad.value.status == 422 and bad.value.details[0].index == 3  # nothing written
+        assert w.tz.ingest(eps) == IngestResult(new=3, present=0, skipped=0, skipped_by_connector={})
         hit = wait_for(
             "the watchdog's pattern",
-            lambda: [
-                i
-                for i in get(w, "/v1/recall?q=incident+postmortem&k=3&team=platform")["items"]
-                if i["kind"] == "pattern"
-            ],
+            lambda: [i for i in w.tz.recall("incident postmortem", k=3, team="platform").items if i.kind == "pattern"],
         )
-        assert "postmortem" in hit[0]["text"].casefold()
-        metrics = urllib.request.urlopen(w.api + "/metrics", timeout=10).read().decode()
-        assert "taskzilla_sleep_store_size" in metrics
+        assert "postmortem" in hit[0].text.casefold()
+        assert "taskzilla_sleep_store_size" in w.tz.metrics()
         assert stop(w) == 0
     log = w.log_path.read_text()
     assert '"event": "watchdog_triggered"' in log and '"event": "worker_stopped"' in log
@@ -226,8 +207,8 @@ def test_two_workers_against_one_neo4j_run_the_night_once(
     ):
         wait_for("the night", lambda: night(a, "2026-11-28"))
         time.sleep(3)  # give the other replica every chance to run it a second time
-        runs_a = [r for r in get(a, "/v1/status")["last_runs"] if r["slot"] == "2026-11-28"]
-        runs_b = [r for r in get(b, "/v1/status")["last_runs"] if r["slot"] == "2026-11-28"]
+        runs_a = [r for r in a.tz.status()["last_runs"] if r["slot"] == "2026-11-28"]
+        runs_b = [r for r in b.tz.status()["last_runs"] if r["slot"] == "2026-11-28"]
         assert len(runs_a) == 1 and runs_a == runs_b  # one night, seen by both
         assert stop(a) == 0 and stop(b) == 0
     logs = a.log_path.read_text() + b.log_path.read_text()

@@ -1,0 +1,3 @@
+module example.com/taskzilla-go-bot
+
+go 1.22
