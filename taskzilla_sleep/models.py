@@ -301,7 +301,7 @@ class EntityLink(BaseModel):
 class Pattern(BaseModel):
     """A distilled, reusable belief with an evidence ledger."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
     id: str
     team: str
@@ -339,7 +339,7 @@ class Pattern(BaseModel):
 class Contradiction(BaseModel):
     """Two beliefs that disagree. Both stay; only a person's resolution supersedes one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
 
     id: str
     team: str

@@ -147,7 +147,9 @@ def create_app(deps: ApiDeps) -> FastAPI:
         q: Annotated[str, Query(min_length=1, max_length=2000, description="the question")],
         team: Team = None,
         entity: Annotated[str | None, Query(max_length=200, description="only about this person/channel")] = None,
-        k: Annotated[int, Query(ge=1, le=50)] = 5,
+        k: Annotated[
+            int, Query(ge=1, le=50, description="the best k hits; a contested belief brings its other side")
+        ] = 5,
         include: Annotated[
             list[Literal["drafts", "superseded"]],
             Query(description="also the bot's own drafts, or beliefs a person's resolution replaced"),

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from taskzilla_sleep.errors import InputError, NotFound
 from taskzilla_sleep.ingest import episode_metadata
@@ -56,6 +56,8 @@ class Rescored(BaseModel):
 
 
 class ForgetReport(BaseModel):
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)  # lists always present
+
     team: str
     by: str
     reason: str

@@ -5,13 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from taskzilla_sleep.models import ContradictionKind, PatternStatus
 
 MAX_EVIDENCE_IDS = 20  # supporting episode ids carried per belief (the count says how many there are)
 
 ItemKind = Literal["fact", "pattern", "episode"]
+# An episode's Provenance value; "distilled" for a pattern; "pinned" for a fact.
+ItemProvenance = Literal["human", "bot", "ai-draft", "import", "distilled", "pinned"]
+# The pattern's or the episode's status (PatternStatus / EpisodeStatus values).
+ItemStatus = Literal[
+    "tentative", "active", "contested", "superseded", "retired", "quarantined", "raw", "absorbed", "pruned", "forgotten"
+]
 
 
 class ContradictionRef(BaseModel):
@@ -22,6 +28,9 @@ class ContradictionRef(BaseModel):
 
 
 class RecallItem(BaseModel):
+    # Every field is in a response (defaults too): a generated client types lists as lists, not optional.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
     kind: ItemKind
     id: str
     team: str
@@ -30,7 +39,7 @@ class RecallItem(BaseModel):
     # that is (the other side of its contradiction, or the belief it replaced).
     similarity: float | None
     confidence: float | None = None  # beliefs only (a pinned fact: 1.0)
-    status: str | None = None  # the pattern's or episode's status
+    status: ItemStatus | None = None
     contradiction: ContradictionRef | None = None
     # The new belief of an open update: the team's practice since this date, awaiting confirmation ...
     changed_on: datetime | None = None
@@ -38,7 +47,7 @@ class RecallItem(BaseModel):
     author: str | None = None  # episodes: who wrote it
     channel: str | None = None  # episodes: where
     time: datetime | None = None  # episode: its ts; pattern: last seen; fact: when pinned
-    provenance: str  # an episode's Provenance value; "distilled" for a pattern; "pinned" for a fact
+    provenance: ItemProvenance
     pinned_by: str | None = None  # facts: who declared it
     evidence_count: int | None = None  # beliefs: the supporting episodes in the ledger
     evidence_ids: list[str] = Field(default_factory=list)  # beliefs: up to MAX_EVIDENCE_IDS of them

@@ -152,7 +152,7 @@ def _beliefs(
                     text=c.statement,
                     similarity=round(h.similarity, 4),
                     confidence=c.confidence,
-                    provenance="",
+                    provenance="pinned" if c.pinned else "distilled",
                 )
             )
     ranked.sort(key=belief_key)

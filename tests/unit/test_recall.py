@@ -255,3 +255,13 @@ def test_prompt_keeps_the_sides_of_a_contradiction_together() -> None:
 def test_prompt_empty_and_nothing_fits() -> None:
     assert render_prompt([], 100) == "Team memories: nothing recalled for this question."
     assert render_prompt([item("ep-1", "hello")], 5) == "Team memories: 1 recalled, none fits in 5 tokens."
+
+
+def test_an_items_status_and_provenance_are_typed_by_every_value_the_models_have() -> None:
+    from typing import get_args
+
+    from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance
+    from taskzilla_sleep.recall.item import ItemProvenance, ItemStatus
+
+    assert set(get_args(ItemStatus)) == {s.value for s in PatternStatus} | {s.value for s in EpisodeStatus}
+    assert set(get_args(ItemProvenance)) == {p.value for p in Provenance} | {"distilled", "pinned"}
