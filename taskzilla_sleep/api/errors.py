@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from taskzilla_sleep.errors import (
     BadRequest,
@@ -141,6 +142,12 @@ def install(app: FastAPI) -> None:
         items = sum(1 for d in details if d.index is not None)
         what = f"{items} of the episodes are invalid" if items else "the request is invalid"
         return error(422, f"{what}; nothing was written", details)
+
+    @app.exception_handler(ClientDisconnect)
+    async def gone(_request: Request, _exc: ClientDisconnect) -> JSONResponse:
+        # The body stopped coming (the client left, or BodyLimit answered 413 and cut it): nothing
+        # was written; this answer goes nowhere unless the client is still listening.
+        return error(400, "the request body ended before it was complete; nothing was written")
 
     @app.exception_handler(StarletteHTTPException)
     async def http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
