@@ -331,6 +331,16 @@ def _ingest_request(raw: bytes) -> IngestRequest:
         ) from exc
 
 
+def _no_null_defaults(schema: Any) -> Any:
+    """As FastAPI writes a request body: no ``"default": null`` (generators such as openapi-typescript
+    would type such a field as required)."""
+    if isinstance(schema, dict):
+        return {k: _no_null_defaults(v) for k, v in schema.items() if not (k == "default" and v is None)}
+    if isinstance(schema, list):
+        return [_no_null_defaults(v) for v in schema]
+    return schema
+
+
 def _finish_schema(app: FastAPI, token_optional: bool) -> None:
     """Two things FastAPI cannot say by itself: a JSONL answer is not also JSON, and an open
     deployment (no token configured) takes requests without a token."""
@@ -340,7 +350,7 @@ def _finish_schema(app: FastAPI, token_optional: bool) -> None:
         if app.openapi_schema is None:
             schema = build()
             # The ingest body is read in a thread (not by FastAPI on the event loop): its schema by hand.
-            body = IngestRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            body = _no_null_defaults(IngestRequest.model_json_schema(ref_template="#/components/schemas/{model}"))
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             for name, sub in body.pop("$defs", {}).items():
                 components.setdefault(name, sub)
