@@ -93,6 +93,7 @@ class ChannelReport:
     delivered: int = 0
     retried: int = 0  # failed this round, will be tried again
     failed: int = 0  # gave up this round (max_attempts reached)
+    dropped: int = 0  # not sent: the contradiction was no longer open when its turn came
     errors: list[str] = field(default_factory=list)  # secret-free
 
 
@@ -111,6 +112,10 @@ class DeliveryReport:
     @property
     def failed(self) -> int:
         return sum(r.failed for r in self.by_channel.values())
+
+    @property
+    def dropped(self) -> int:
+        return sum(r.dropped for r in self.by_channel.values())
 
 
 def deliver_due(
@@ -148,12 +153,13 @@ def deliver_due(
             except Exception as exc:
                 report.by_channel[name].errors.append(type(exc).__name__)
                 log.error("alert_channel_round_failed", channel=name, error=type(exc).__name__)
-    if report.delivered or report.retried or report.failed:
+    if report.delivered or report.retried or report.failed or report.dropped:
         log.info(
             "alerts_delivery_round",
             delivered=report.delivered,
             retried=report.retried,
             failed=report.failed,
+            dropped=report.dropped,
         )
     return report
 
@@ -178,10 +184,34 @@ def _deliver_channel(
             return
         if alert is None:
             return
+        if _dropped(outbox, sender, alert, rep):
+            continue
         if not _attempt(outbox, sender, strategy, alert, now, rng, rep):
             return
         if time.monotonic() - started > lease.total_seconds() / 2:
             return  # leave the rest for the next round rather than outlive our own claims
+
+
+def _dropped(outbox: Outbox, sender: Sender, alert: Alert, rep: ChannelReport) -> bool:
+    """A claimed alert whose contradiction was resolved (or removed) since it was queued is not sent.
+
+    Checked after the claim, right before the POST: a person who resolved it in the meantime gets
+    no stale question. True if the alert was dropped (a store failure leaves it to the next round).
+    """
+    ctx = {"alert_key": alert.key, "channel": sender.channel, "kind": alert.kind}
+    try:
+        reason = outbox.obsolete_reason(alert)
+        if reason is None:
+            return False
+        marked = outbox.mark_dropped(alert.key, reason)  # False: no longer pending (another replica had it)
+    except Exception as exc:
+        rep.errors.append(f"drop check: {type(exc).__name__}")
+        log.error("alert_drop_check_failed", **ctx, error=sender.mask(str(exc))[:ERROR_MAX])
+        return True  # not sent this round: the claim's lease brings it back for another look
+    if marked:
+        rep.dropped += 1
+        log.info("alert_dropped", **ctx, reason=reason)
+    return True
 
 
 def _attempt(
