@@ -361,6 +361,7 @@ class Worker:
             self._metrics_registry = build_registry(
                 self.services.graph,
                 outbox_pending=outbox.pending_count if self._outbox is not None else None,
+                outbox_failed=outbox.failed_count if self._outbox is not None else None,
                 memory_index_size=self._memory_index_size,
                 index_cap=self.settings.memory_index.max_entries,
                 grace_days=self.settings.decay.grace_hours / 24,
