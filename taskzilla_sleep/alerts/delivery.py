@@ -22,7 +22,7 @@ import structlog
 from taskzilla_sleep.alerts.outbox import Alert, Outbox
 from taskzilla_sleep.alerts.senders import ERROR_MAX, Sender
 from taskzilla_sleep.errors import DeliveryError
-from taskzilla_sleep.settings import AlertSettings
+from taskzilla_sleep.settings import AlertChannel, AlertSettings
 
 log = structlog.get_logger(__name__)
 
@@ -144,7 +144,18 @@ def deliver_due(
     lease = timedelta(seconds=2 * settings.timeout_s + 30)
     with ThreadPoolExecutor(max_workers=min(len(senders), 8), thread_name_prefix="alerts") as pool:
         futures = [
-            pool.submit(_deliver_channel, outbox, s, strategy, lease, now, limit, rng, report.by_channel[n])
+            pool.submit(
+                _deliver_channel,
+                outbox,
+                s,
+                settings.channels.get(n),
+                strategy,
+                lease,
+                now,
+                limit,
+                rng,
+                report.by_channel[n],
+            )
             for n, s in sorted(senders.items())
         ]
         for name, f in zip(sorted(senders), futures, strict=True):
@@ -167,6 +178,7 @@ def deliver_due(
 def _deliver_channel(
     outbox: Outbox,
     sender: Sender,
+    channel: AlertChannel | None,
     strategy: RetryStrategy,
     lease: timedelta,
     now: datetime,
@@ -184,7 +196,7 @@ def _deliver_channel(
             return
         if alert is None:
             return
-        if _dropped(outbox, sender, alert, rep):
+        if _dropped(outbox, sender, channel, alert, rep):
             continue
         if not _attempt(outbox, sender, strategy, alert, now, rng, rep):
             return
@@ -192,15 +204,20 @@ def _deliver_channel(
             return  # leave the rest for the next round rather than outlive our own claims
 
 
-def _dropped(outbox: Outbox, sender: Sender, alert: Alert, rep: ChannelReport) -> bool:
-    """A claimed alert whose contradiction was resolved (or removed) since it was queued is not sent.
+def _dropped(outbox: Outbox, sender: Sender, channel: AlertChannel | None, alert: Alert, rep: ChannelReport) -> bool:
+    """A claimed alert is not sent when its contradiction was resolved (or removed) since it was
+    queued, or when its channel's ``teams`` no longer include the alert's team.
 
     Checked after the claim, right before the POST: a person who resolved it in the meantime gets
-    no stale question. True if the alert was dropped (a store failure leaves it to the next round).
+    no stale question, and a backlog queued before a channel was limited to some teams does not
+    leak to it. True if the alert is not to be sent now (a store failure leaves it to a later round).
     """
     ctx = {"alert_key": alert.key, "channel": sender.channel, "kind": alert.kind}
     try:
         reason = outbox.obsolete_reason(alert)
+        if reason is None and channel is not None and not channel.routes(alert.team):
+            whose = f"team {alert.team}" if alert.team else "every team"
+            reason = f"channel {sender.channel} is not for {whose} (alerts.channels.{sender.channel}.teams)"
         if reason is None:
             return False
         marked = outbox.mark_dropped(alert.key, reason)  # False: no longer pending (another replica had it)

@@ -46,6 +46,21 @@ def test_an_alert_goes_only_to_the_channels_of_its_team() -> None:
     assert [a.channel for a in outbox.list() if a.kind == "summary"] == ["ops-all"]
 
 
+def test_a_backlog_queued_before_a_channel_was_limited_to_some_teams_is_not_sent_to_it() -> None:
+    graph = MemoryGraphStore()
+    contradiction(graph)  # team "platform"
+    outbox = Outbox(graph)
+    assert outbox.sync_contradictions(CHANNELS, NIGHT) == 1  # the channel was for every team then
+    limited = {"team-slack": CHANNELS["team-slack"].model_copy(update={"teams": ["infra"]})}
+    posted: list[httpx.Request] = []
+    sender = slack(httpx.MockTransport(lambda r: posted.append(r) or httpx.Response(200)))
+    report = deliver_due(outbox, {"team-slack": sender}, AlertSettings(channels=limited), NIGHT)
+    sender.close()
+    assert posted == [] and report.dropped == 1
+    (alert,) = outbox.list("dropped")
+    assert alert.dropped_reason == "channel team-slack is not for team platform (alerts.channels.team-slack.teams)"
+
+
 def test_channel_teams_default_to_every_team_and_are_checked() -> None:
     assert AlertChannel(kind="slack", url_env="A").teams == ["*"]
     assert AlertChannel(kind="slack", url_env="A").routes("anything")
