@@ -93,7 +93,7 @@ class ChannelReport:
     delivered: int = 0
     retried: int = 0  # failed this round, will be tried again
     failed: int = 0  # gave up this round (max_attempts reached)
-    dropped: int = 0  # not sent: the contradiction was no longer open when its turn came
+    dropped: int = 0  # not sent: its contradiction no longer open, or its team no longer the channel's
     errors: list[str] = field(default_factory=list)  # secret-free
 
 
