@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_mcp, cli_memory
+from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory
 from taskzilla_sleep.cli_memory import BY_HELP
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -138,6 +138,7 @@ def make_parser() -> argparse.ArgumentParser:
     rc.add_argument("--json", action="store_true", help="machine-readable output")
     cli_memory.add_parsers(sub, common)  # patterns, forget, export, import
     cli_mcp.add_parser(sub, common)  # mcp
+    cli_alerts.add_parsers(sub, common)  # alerts list, alerts requeue
     return p
 
 
@@ -215,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "report": cmd_report,
             **cli_memory.HANDLERS,  # patterns, forget, export, import
             **cli_mcp.HANDLERS,  # mcp
+            **cli_alerts.HANDLERS,  # alerts
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:

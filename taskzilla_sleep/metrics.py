@@ -44,7 +44,7 @@ NIGHT_TRIGGERS = frozenset({"schedule", "catch-up", "manual", "demo"})  # a watc
 # dashboard relies on are declared in one place.
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "source_up": (
-        "1 if the source could be read on this scrape (ledger, store_sizes, outbox, memory_index)",
+        "1 if the source could be read on this scrape (ledger, store_sizes, outbox, outbox_failed, memory_index)",
         ("source",),
     ),
     "collect_seconds": ("Time this scrape spent reading the ledger and the store sizes", ()),
@@ -64,6 +64,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "store_size": ("Current store sizes (episodes_total, episodes_live, patterns_live, ...)", ("kind",)),
     "open_contradictions": ("Contradictions waiting for a person", ()),
     "outbox_pending": ("Chat alerts waiting in the durable outbox", ()),
+    "outbox_failed": ("Chat alerts given up after max_attempts: kept, never sent until requeued", ()),
     "memory_index_entries": ("Entries in the memory index the bot loads", ()),
     "pattern_lag_seconds": ("Pattern availability lag over the patterns created in the recent runs", ("quantile",)),
     "health": ("Health verdict per signal: 0 ok, 1 watch, 2 bad, -1 unknown", ("signal",)),
@@ -82,7 +83,7 @@ class SleepCollector:
     """Reads the ledger and the store sizes on each scrape and yields gauges.
 
     ``runs(n)``: the ledger, newest first (``graph.runs``). ``sizes()``: current store sizes by kind.
-    ``outbox_pending()`` / ``memory_index_size()``: optional; None (or returning None) leaves the
+    ``outbox_pending()`` / ``outbox_failed()`` / ``memory_index_size()``: optional; None (or returning None) leaves the
     gauge out rather than reporting a made-up 0. ``index_cap`` and ``grace_days``: the worker's
     ``memory_index.max_entries`` and ``decay.grace_hours`` / 24, which the health rules judge against.
     """
@@ -93,6 +94,7 @@ class SleepCollector:
         sizes: Callable[[], Mapping[str, int]],
         *,
         outbox_pending: Callable[[], int | None] | None = None,
+        outbox_failed: Callable[[], int | None] | None = None,
         memory_index_size: Callable[[], int | None] | None = None,
         window: int = 5,
         index_cap: int,
@@ -101,6 +103,7 @@ class SleepCollector:
         self._runs = runs
         self._sizes = sizes
         self._outbox = outbox_pending
+        self._outbox_failed = outbox_failed
         self._index = memory_index_size
         self._window = window
         self._index_cap = index_cap
@@ -140,6 +143,10 @@ class SleepCollector:
             pending = self._read("outbox", fam, self._outbox)
             if pending is not None:
                 fam["outbox_pending"].add_metric([], pending)
+        if self._outbox_failed is not None:
+            failed = self._read("outbox_failed", fam, self._outbox_failed)
+            if failed is not None:
+                fam["outbox_failed"].add_metric([], failed)
         if entries is not None:
             fam["memory_index_entries"].add_metric([], entries)
         fam["collect_seconds"].add_metric([], time.perf_counter() - t0)
@@ -225,6 +232,7 @@ def build_registry(
     graph: LedgerSource,
     *,
     outbox_pending: Callable[[], int | None] | None = None,
+    outbox_failed: Callable[[], int | None] | None = None,
     memory_index_size: Callable[[], int | None] | None = None,
     window: int = 5,
     index_cap: int,
@@ -241,6 +249,7 @@ def build_registry(
             graph.runs,
             lambda: graph.counts().sizes(),
             outbox_pending=outbox_pending,
+            outbox_failed=outbox_failed,
             memory_index_size=memory_index_size,
             window=window,
             index_cap=index_cap,

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep import facts as fact_book
 from taskzilla_sleep.access import Access
+from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter, list_alerts, requeue_alerts
 from taskzilla_sleep.errors import BadRequest, NotFound
 from taskzilla_sleep.ingest import Ingestor, IngestReport
 from taskzilla_sleep.memory_admin import (
@@ -178,6 +179,10 @@ class MemoryService:
     def facts(self, access: Access, team: str | None) -> list[Pattern]:
         return fact_book.list_facts(self.graph, self.team(access, team))
 
+    def alerts(self, access: Access, status: StatusFilter | None, team: str | None) -> list[AlertView]:
+        """The chat alerts of the caller's teams (admin): failed ones stay listed until requeued."""
+        return list_alerts(self.graph, access, status, team)
+
     def export(self, access: Access, team: str | None, out: IO[str]) -> dict[str, int]:
         """The team's whole memory as JSONL (the format ``import`` reads); admin only: it carries
         every raw message, the alert outbox and the run ledger."""
@@ -215,6 +220,12 @@ class MemoryService:
         )
         audit(access, "resolve", c.team, [cid], keep=keep)
         return done
+
+    def requeue_alert(self, access: Access, key: str) -> RequeueReport:
+        """A failed alert pending again with a fresh attempt budget (admin; a no-op for any other)."""
+        report = requeue_alerts(self.graph, access, self.clock(), [key])
+        audit(access, "requeue_alert", report.alerts[0].team, [key], requeued=report.requeued)
+        return report
 
     def pin(self, access: Access, team: str | None, text: str, entity: str | None) -> Pattern:
         scope = access.team_for(team, self.settings.api.default_team)

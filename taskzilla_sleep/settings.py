@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME
+from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME, TEAM_RE
 
 ENV_PREFIX = "TASKZILLA__"
 NEO4J_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
@@ -258,6 +258,20 @@ class AlertChannel(_Section):
     token_env: str | None = None  # telegram: env var holding the bot token
     chat_id: str | None = None  # telegram chat id (not a secret)
     enabled: bool = True
+    # The teams whose alerts this channel gets; "*" is every team (and the team-less nightly summary).
+    teams: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
+
+    @field_validator("teams")
+    @classmethod
+    def _team_names(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if t != "*" and not re.fullmatch(TEAM_RE, t):
+                raise ValueError(f"{t!r} is not a team name (or '*' for every team)")
+        return v
+
+    def routes(self, team: str | None) -> bool:
+        """Whether an alert of ``team`` goes to this channel (None: not one team's, e.g. the nightly summary)."""
+        return "*" in self.teams or (team is not None and team in self.teams)
 
 
 class AlertSettings(_Section):

@@ -212,8 +212,11 @@ class Worker:
         if not result.ok:
             return
         if self._outbox is not None and self.settings.alerts.nightly_summary and result.run.slot:
-            from taskzilla_sleep.report.night import render_night
+            from taskzilla_sleep.report.night import night_changed, render_night
 
+            if not night_changed(result):
+                log.info("nightly_summary_skipped", slot=result.run.slot, reason="nothing changed")
+                return
             text = render_night(result, self.services.graph)
             self._outbox.enqueue_summary(
                 f"summary_{result.run.slot}", text, self.settings.alerts.channels, self.clock.now()
@@ -358,6 +361,7 @@ class Worker:
             self._metrics_registry = build_registry(
                 self.services.graph,
                 outbox_pending=outbox.pending_count if self._outbox is not None else None,
+                outbox_failed=outbox.failed_count if self._outbox is not None else None,
                 memory_index_size=self._memory_index_size,
                 index_cap=self.settings.memory_index.max_entries,
                 grace_days=self.settings.decay.grace_hours / 24,

@@ -22,7 +22,7 @@ import structlog
 from taskzilla_sleep.alerts.outbox import Alert, Outbox
 from taskzilla_sleep.alerts.senders import ERROR_MAX, Sender
 from taskzilla_sleep.errors import DeliveryError
-from taskzilla_sleep.settings import AlertSettings
+from taskzilla_sleep.settings import AlertChannel, AlertSettings
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +93,7 @@ class ChannelReport:
     delivered: int = 0
     retried: int = 0  # failed this round, will be tried again
     failed: int = 0  # gave up this round (max_attempts reached)
+    dropped: int = 0  # not sent: its contradiction no longer open, or its team no longer the channel's
     errors: list[str] = field(default_factory=list)  # secret-free
 
 
@@ -111,6 +112,10 @@ class DeliveryReport:
     @property
     def failed(self) -> int:
         return sum(r.failed for r in self.by_channel.values())
+
+    @property
+    def dropped(self) -> int:
+        return sum(r.dropped for r in self.by_channel.values())
 
 
 def deliver_due(
@@ -139,7 +144,18 @@ def deliver_due(
     lease = timedelta(seconds=2 * settings.timeout_s + 30)
     with ThreadPoolExecutor(max_workers=min(len(senders), 8), thread_name_prefix="alerts") as pool:
         futures = [
-            pool.submit(_deliver_channel, outbox, s, strategy, lease, now, limit, rng, report.by_channel[n])
+            pool.submit(
+                _deliver_channel,
+                outbox,
+                s,
+                settings.channels.get(n),
+                strategy,
+                lease,
+                now,
+                limit,
+                rng,
+                report.by_channel[n],
+            )
             for n, s in sorted(senders.items())
         ]
         for name, f in zip(sorted(senders), futures, strict=True):
@@ -148,12 +164,13 @@ def deliver_due(
             except Exception as exc:
                 report.by_channel[name].errors.append(type(exc).__name__)
                 log.error("alert_channel_round_failed", channel=name, error=type(exc).__name__)
-    if report.delivered or report.retried or report.failed:
+    if report.delivered or report.retried or report.failed or report.dropped:
         log.info(
             "alerts_delivery_round",
             delivered=report.delivered,
             retried=report.retried,
             failed=report.failed,
+            dropped=report.dropped,
         )
     return report
 
@@ -161,6 +178,7 @@ def deliver_due(
 def _deliver_channel(
     outbox: Outbox,
     sender: Sender,
+    channel: AlertChannel | None,
     strategy: RetryStrategy,
     lease: timedelta,
     now: datetime,
@@ -178,10 +196,39 @@ def _deliver_channel(
             return
         if alert is None:
             return
+        if _dropped(outbox, sender, channel, alert, rep):
+            continue
         if not _attempt(outbox, sender, strategy, alert, now, rng, rep):
             return
         if time.monotonic() - started > lease.total_seconds() / 2:
             return  # leave the rest for the next round rather than outlive our own claims
+
+
+def _dropped(outbox: Outbox, sender: Sender, channel: AlertChannel | None, alert: Alert, rep: ChannelReport) -> bool:
+    """A claimed alert is not sent when its contradiction was resolved (or removed) since it was
+    queued, or when its channel's ``teams`` no longer include the alert's team.
+
+    Checked after the claim, right before the POST: a person who resolved it in the meantime gets
+    no stale question, and a backlog queued before a channel was limited to some teams does not
+    leak to it. True if the alert is not to be sent now (a store failure leaves it to a later round).
+    """
+    ctx = {"alert_key": alert.key, "channel": sender.channel, "kind": alert.kind}
+    try:
+        reason = outbox.obsolete_reason(alert)
+        if reason is None and channel is not None and not channel.routes(alert.team):
+            whose = f"team {alert.team}" if alert.team else "every team"
+            reason = f"channel {sender.channel} is not for {whose} (alerts.channels.{sender.channel}.teams)"
+        if reason is None:
+            return False
+        marked = outbox.mark_dropped(alert.key, reason)  # False: no longer pending (another replica had it)
+    except Exception as exc:
+        rep.errors.append(f"drop check: {type(exc).__name__}")
+        log.error("alert_drop_check_failed", **ctx, error=sender.mask(str(exc))[:ERROR_MAX])
+        return True  # not sent this round: the claim's lease brings it back for another look
+    if marked:
+        rep.dropped += 1
+        log.info("alert_dropped", **ctx, reason=reason)
+    return True
 
 
 def _attempt(

@@ -1,13 +1,13 @@
 """The durable outbox: one alert per item and channel in the graph store, never deleted.
 
 Queueing is a sync over the graph, not a side effect of opening a contradiction:
-``sync_contradictions`` finds every OPEN contradiction and queues one alert per enabled channel,
-keyed ``{contradiction_id}:{channel}``, so a crash between the two loses nothing (the next sync
-finds it) and the same alert is never queued twice. The message is built once, here, and stored
-with the alert (``payload_json``): every retry, on any replica, after any restart, sends the same
-content with the same idempotency key. A claim pushes ``next_attempt_at`` out by a lease, so two
-replicas never post the same alert at the same time. The storage itself is the graph store's
-(``stores/ports.py``, OutboxStore).
+``sync_contradictions`` finds every OPEN contradiction and queues one alert per enabled channel
+whose ``teams`` include the contradiction's team, keyed ``{contradiction_id}:{channel}``, so a
+crash between the two loses nothing (the next sync finds it) and the same alert is never queued
+twice. The message is built once, here, and stored with the alert (``payload_json``): every retry,
+on any replica, after any restart, sends the same content with the same idempotency key. A claim
+pushes ``next_attempt_at`` out by a lease, so two replicas never post the same alert at the same
+time. The storage itself is the graph store's (``stores/ports.py``, OutboxStore).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import structlog
 
 from taskzilla_sleep.alerts.message import EXAMPLES_PER_BELIEF, AlertMessage, format_contradiction, format_summary
 from taskzilla_sleep.alerts.senders import ERROR_MAX
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern
+from taskzilla_sleep.errors import NotFound, StoreError
+from taskzilla_sleep.models import ContradictionStatus, Episode, EpisodeStatus, Pattern
 from taskzilla_sleep.settings import AlertChannel
 from taskzilla_sleep.stores.ports import AlertKind, AlertRecord, AlertStatus, GraphStore
 
@@ -88,7 +88,7 @@ class Outbox:
         *,
         tz: tzinfo = UTC,
     ) -> int:
-        """Queue an alert per enabled channel for every OPEN contradiction that lacks one.
+        """Queue an alert per enabled channel routing its team (``teams``) for every OPEN contradiction that lacks one.
 
         Idempotent (the key is unique): running it twice, or on two replicas, queues nothing twice.
         Returns how many alerts were queued.
@@ -98,7 +98,7 @@ class Outbox:
             return 0
         with self._store() as g:
             alerted = g.alerted_open_contradictions()
-        todo = [(c, [n for n in enabled if n not in have]) for c, have in alerted]
+        todo = [(c, [n for n in enabled if n not in have and channels[n].routes(c.team)]) for c, have in alerted]
         todo = [(c, missing) for c, missing in todo if missing]
         if not todo:
             return 0
@@ -123,12 +123,16 @@ class Outbox:
         return len(records)
 
     def enqueue_summary(self, key: str, text: str, channels: Mapping[str, AlertChannel], now: datetime) -> int:
-        """Queue a summary (key e.g. ``summary_2026-11-28``) once per enabled channel; idempotent."""
+        """Queue a summary (key e.g. ``summary_2026-11-28``) once per enabled channel; idempotent.
+
+        The summary covers every team of the night, so only channels of every team (``teams: ["*"]``)
+        get it: a channel routed to some teams never sees another team's news.
+        """
         payload = format_summary(text, key=key).model_dump_json()
         records = [
             _new_alert(key, n, ch.kind, "summary", None, payload, now)
             for n, ch in sorted(channels.items())
-            if ch.enabled
+            if ch.enabled and ch.routes(None)
         ]
         if records:
             with self._store() as g:
@@ -152,6 +156,27 @@ class Outbox:
         with self._store() as g:
             return g.mark_alert_delivered(key, now)
 
+    def obsolete_reason(self, alert: Alert) -> str | None:
+        """Why ``alert`` must not be sent any more (its contradiction is no longer open), or None."""
+        if alert.kind != "contradiction" or alert.contradiction_id is None:
+            return None
+        cid = alert.contradiction_id
+        try:
+            with self._store() as g:
+                c = g.get_contradiction(cid)
+        except NotFound:
+            return f"contradiction {cid} no longer exists"
+        if c.status is ContradictionStatus.OPEN:
+            return None
+        by = f" by {c.resolved_by}" if c.resolved_by else ""
+        at = f" at {c.resolved_at.isoformat()}" if c.resolved_at else ""
+        return f"contradiction {cid} was {c.status.value}{by}{at}, before the alert was sent"
+
+    def mark_dropped(self, key: str, reason: str) -> bool:
+        """A pending alert is never sent: ``dropped``, with ``reason`` (kept and listed)."""
+        with self._store() as g:
+            return g.mark_alert_dropped(key, " ".join(reason.split())[:ERROR_MAX])
+
     def mark_failed_attempt(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
         """Count a failed attempt; ``give_up`` makes it ``failed`` (kept and listed). Only pending alerts change."""
         with self._store() as g:
@@ -173,6 +198,10 @@ class Outbox:
     def pending_count(self) -> int:
         with self._store() as g:
             return g.count_alerts("pending")
+
+    def failed_count(self) -> int:
+        with self._store() as g:
+            return g.count_alerts("failed")
 
     def list(self, status: AlertStatus | None = None) -> builtins.list[Alert]:
         """Every alert (or those with ``status``), oldest first: failed ones stay here for people to see."""

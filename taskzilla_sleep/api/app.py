@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
 from taskzilla_sleep.access import Access, Tokens
+from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter
 from taskzilla_sleep.api import errors
 from taskzilla_sleep.api.body_limit import BodyLimit
 from taskzilla_sleep.api.errors import responses
@@ -274,6 +275,23 @@ def create_app(deps: ApiDeps) -> FastAPI:
         out = io.StringIO()
         service.export(who, team, out)
         return Response(content=out.getvalue(), media_type="application/x-ndjson")
+
+    @v1.get("/alerts", operation_id="listAlerts", response_model=list[AlertView], responses=READ)
+    def list_alerts(who: Caller, status: StatusFilter | None = None, team: Team = None) -> list[AlertView]:
+        """The chat alerts of the token's teams, oldest first (admin): ``status=failed`` lists those
+        given up after ``alerts.max_attempts`` (kept until requeued); ``sent`` is ``delivered``."""
+        return service.alerts(who, status, team)
+
+    @v1.post(
+        "/alerts/{alert_id}/requeue",
+        operation_id="requeueAlert",
+        response_model=RequeueReport,
+        responses=responses(400, 401, 403, 404, 422, 503),
+    )
+    def requeue_alert(who: Caller, alert_id: Annotated[str, Path(max_length=300)]) -> RequeueReport:
+        """A failed alert pending again, due now, with a fresh attempt budget (admin). Idempotent:
+        an alert that is not failed is left as it is (``requeued`` 0)."""
+        return service.requeue_alert(who, alert_id)
 
     @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
     def get_status(who: Caller) -> dict[str, Any]:

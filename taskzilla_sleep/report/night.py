@@ -28,6 +28,15 @@ def render_plan(result: NightResult) -> str:
     return "\n".join(lines)
 
 
+def night_changed(result: NightResult) -> bool:
+    """Whether the night changed the memory: a plan with something in it (patterns added, bumped or
+    rescored, contradictions, merges, links, retirements, prunes) or a repair. A night that only
+    looked (e.g. a new, empty install) changed nothing, and gets no chat summary."""
+    if result.repaired_drift or result.resumed or result.quarantined:
+        return True
+    return any(not plan.empty() for plans in result.plans.values() for plan in plans)
+
+
 def render_night(result: NightResult, graph: GraphStore) -> str:
     run = result.run
     out = [f"night {run.id} at {run.now.isoformat()} ({run.trigger})"]

@@ -281,4 +281,5 @@ def alert_from_props(p: Row) -> AlertRecord:
         created_at=from_ms(int(p["created_at"])),
         last_attempt_at=_time(p, "last_attempt_at"),
         delivered_at=_time(p, "delivered_at"),
+        dropped_reason=p.get("dropped_reason"),
     )

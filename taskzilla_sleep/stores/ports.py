@@ -268,7 +268,12 @@ class OutboxStore(Protocol):
         ...
 
     def mark_alert_delivered(self, key: str, now: datetime) -> bool:
-        """False when it was already delivered (another replica, or a repeat after a crash)."""
+        """Only a pending alert becomes delivered; False otherwise (already delivered by another
+        replica or before a crash, failed, dropped, or no such alert)."""
+        ...
+
+    def mark_alert_dropped(self, key: str, reason: str) -> bool:
+        """A pending alert becomes ``dropped`` (never sent) with ``reason``; False for any other."""
         ...
 
     def mark_alert_failed(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
@@ -280,7 +285,8 @@ class OutboxStore(Protocol):
         ...
 
     def requeue_failed_alerts(self, now: datetime, keys: Sequence[str] | None = None) -> int:
-        """Failed alerts (all, or those ``keys``) pending again with a fresh attempt budget."""
+        """Failed alerts (all, or those ``keys``) pending again, due ``now``, with a fresh attempt budget
+        (attempts 0, no last error); nothing else changes. Returns how many were failed."""
         ...
 
     def alerts(self, status: AlertStatus | None = None) -> list[AlertRecord]:

@@ -20,7 +20,8 @@ GraphBackend = Literal["falkordb", "neo4j"]
 PoisonKind = Literal["episode", "pattern", "contradiction"]
 LinkRelation = Literal["refines", "compatible"]
 AlertKind = Literal["contradiction", "summary"]
-AlertStatus = Literal["pending", "delivered", "failed"]
+# dropped: never sent, and never will be (its contradiction was resolved before delivery; see dropped_reason)
+AlertStatus = Literal["pending", "delivered", "failed", "dropped"]
 VectorKind = Literal["episodes", "patterns"]
 VectorBackend = Literal["chroma-embedded", "chroma-server"]
 MetaValue = str | int | float | bool
@@ -218,6 +219,7 @@ class AlertRecord(BaseModel):
     created_at: datetime
     last_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
+    dropped_reason: str | None = None  # why a ``dropped`` alert was not sent
 
 
 class VectorHit(BaseModel):

@@ -25,6 +25,7 @@ from taskzilla_sleep.alerts.senders import Sender, build_senders, close_senders
 from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.models import (
     Contradiction,
+    ContradictionStatus,
     Episode,
     Pattern,
     PatternKind,
@@ -539,3 +540,32 @@ def test_secrets_never_reach_logs_errors_reprs_or_the_store(
         assert all(secret not in e for e in errors), errors
         assert secret not in stored
     assert {a.status for a in alerts} == {"failed"}
+
+
+def test_a_channel_gets_only_its_teams_alerts_and_a_resolved_one_is_never_posted(
+    backend: Backend, receivers: Callable[..., Receiver]
+) -> None:
+    c1 = open_contradiction(backend.graph, 1)  # of team platform
+    hook, slack = receivers(), receivers()
+    channels, env = channels_for(slack=slack, hook=hook)
+    channels["team-slack"] = channels["team-slack"].model_copy(update={"teams": ["infra"]})
+    settings = alert_settings(channels)
+    outbox = Outbox(backend.graph)
+    assert outbox.sync_contradictions(channels, T0) == 1
+    assert [a.channel for a in outbox.list()] == ["pager"]  # not the infra team's slack
+
+    # Resolved by a person before the receiver's turn: dropped with the reason, never posted.
+    winner, loser = sorted(backend.graph.patterns_by_id(list(c1.pattern_ids)), key=lambda p: p.id != c1.new_pattern_id)
+    done = c1.model_copy(
+        update={"status": ContradictionStatus.RESOLVED, "resolution": "new", "resolved_by": "dana", "resolved_at": T0}
+    )
+    backend.graph.resolve_supersede(done, winner, loser)
+    report = deliver(outbox, settings, env, T0 + timedelta(minutes=1))
+    assert (report.delivered, report.dropped) == (0, 1) and hook.received() == [] and slack.received() == []
+    (dropped,) = outbox.list("dropped")
+    assert dropped.dropped_reason is not None and f"{c1.id} was resolved by dana" in dropped.dropped_reason
+
+    c2 = open_contradiction(backend.graph, 2)
+    assert outbox.sync_contradictions(channels, T0 + timedelta(minutes=2)) == 1
+    assert deliver(outbox, settings, env, T0 + timedelta(minutes=3)).delivered == 1
+    assert [r.json()["id"] for r in hook.succeeded()] == [c2.id] and slack.received() == []

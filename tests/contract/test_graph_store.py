@@ -1321,6 +1321,26 @@ def test_mark_alert_delivered_once(graph_store: GraphStore) -> None:
     assert (graph_store.count_alerts("delivered"), graph_store.count_alerts("pending")) == (1, 1)
 
 
+def test_only_a_pending_alert_is_marked_delivered_or_dropped(graph_store: GraphStore) -> None:
+    graph_store.queue_alerts([alert("k-failed"), alert("k-drop"), alert("k-sent")])
+    t1 = T0 + timedelta(minutes=1)
+    assert graph_store.mark_alert_failed("k-failed", t1, "HTTP 404", t1, give_up=True)
+    failed = graph_store.alerts("failed")
+    assert not graph_store.mark_alert_delivered("k-failed", t1)  # a late mark never hides a failure
+    assert not graph_store.mark_alert_dropped("k-failed", "resolved")
+    assert graph_store.alerts("failed") == failed
+    assert graph_store.mark_alert_dropped("k-drop", "contradiction con-1 was resolved")
+    dropped = alert("k-drop", status="dropped", dropped_reason="contradiction con-1 was resolved")
+    assert graph_store.alerts("dropped") == [dropped]
+    assert not graph_store.mark_alert_dropped("k-drop", "again")
+    assert not graph_store.mark_alert_delivered("k-drop", t1)  # dropped is never sent
+    assert graph_store.mark_alert_delivered("k-sent", t1)
+    assert not graph_store.mark_alert_dropped("k-sent", "too late")
+    assert not graph_store.mark_alert_dropped("k-nope", "x")
+    counts = [graph_store.count_alerts(s) for s in ("pending", "delivered", "failed", "dropped")]
+    assert counts == [0, 1, 1, 1]
+
+
 def test_mark_alert_failed_counts_attempts_and_gives_up(graph_store: GraphStore) -> None:
     graph_store.queue_alerts([alert("k-1"), alert("k-2")])
     t1, t2 = T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)
@@ -1383,7 +1403,7 @@ def test_requeue_failed_alerts(graph_store: GraphStore) -> None:
     now = T0 + timedelta(days=1)
     assert graph_store.requeue_failed_alerts(now, ["k-1", "k-3", "k-nope"]) == 1
     (k1,) = [a for a in graph_store.alerts() if a.key == "k-1"]
-    assert (k1.status, k1.attempts, k1.next_attempt_at) == ("pending", 0, now)
+    assert (k1.status, k1.attempts, k1.next_attempt_at, k1.last_error) == ("pending", 0, now, None)
     assert graph_store.requeue_failed_alerts(now, []) == 0
     assert graph_store.requeue_failed_alerts(now + SECOND) == 1
     assert graph_store.requeue_failed_alerts(now + SECOND) == 0

@@ -440,7 +440,9 @@ def collector_registry(runs: list[Run], **kw: object) -> object:
 def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
     runs = [make_run(d, merges=4 - d, lags=[100.0, 300.0]) for d in range(4)]
     runs.append(make_run(4, failed="decay", lags=[500.0]))
-    m = scrape(collector_registry(runs, outbox_pending=lambda: 3, memory_index_size=lambda: 47))
+    m = scrape(
+        collector_registry(runs, outbox_pending=lambda: 3, outbox_failed=lambda: 2, memory_index_size=lambda: 47)
+    )
     p = "taskzilla_sleep_"
     assert m[p + "last_night_step_duration_seconds"][(("step", "reflect"),)] == 3.0
     assert m[p + "last_night_step_failed"][(("step", "decay"),)] == 1.0
@@ -453,6 +455,7 @@ def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
     assert m[p + "store_size"][(("kind", "episodes_total"),)] == 100.0
     assert m[p + "open_contradictions"][()] == 2.0
     assert m[p + "outbox_pending"][()] == 3.0
+    assert m[p + "outbox_failed"][()] == 2.0  # failed alerts do not vanish from the dashboard
     assert m[p + "memory_index_entries"][()] == 47.0
     assert m[p + "pattern_lag_seconds"][(("quantile", "0.5"),)] == 300.0
     assert m[p + "pattern_lag_seconds"][(("quantile", "0.95"),)] == pytest.approx(420.0)

@@ -53,6 +53,9 @@ class CypherOutbox(CypherBase):
     def mark_alert_delivered(self, key: str, now: datetime) -> bool:
         return bool(self._write(Q["mark_alert_delivered"], {"key": key, "now": to_ms(now)}))
 
+    def mark_alert_dropped(self, key: str, reason: str) -> bool:
+        return bool(self._write(Q["mark_alert_dropped"], {"key": key, "reason": reason}))
+
     def mark_alert_failed(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
         params = {"key": key, "now": to_ms(now), "error": error, "next_at": to_ms(next_at), "give_up": give_up}
         return bool(self._write(Q["mark_alert_failed"], params))

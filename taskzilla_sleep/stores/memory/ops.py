@@ -93,7 +93,7 @@ class MemoryOps(MemoryBeliefs):
         with self._lock:
             self._maybe_fail()
             a = self.outbox.get(key)
-            if a is None or a.status == "delivered":
+            if a is None or a.status != "pending":
                 return False
             self.outbox[key] = a.model_copy(
                 update={
@@ -104,6 +104,15 @@ class MemoryOps(MemoryBeliefs):
                     "last_error": None,
                 }
             )
+            return True
+
+    def mark_alert_dropped(self, key: str, reason: str) -> bool:
+        with self._lock:
+            self._maybe_fail()
+            a = self.outbox.get(key)
+            if a is None or a.status != "pending":
+                return False
+            self.outbox[key] = a.model_copy(update={"status": "dropped", "dropped_reason": reason})
             return True
 
     def mark_alert_failed(self, key: str, now: datetime, error: str, next_at: datetime, give_up: bool) -> bool:
@@ -138,7 +147,9 @@ class MemoryOps(MemoryBeliefs):
         with self._lock:
             failed = [a for a in self.outbox.values() if a.status == "failed" and (keys is None or a.key in keys)]
             for a in failed:
-                self.outbox[a.key] = a.model_copy(update={"status": "pending", "attempts": 0, "next_attempt_at": now})
+                self.outbox[a.key] = a.model_copy(
+                    update={"status": "pending", "attempts": 0, "next_attempt_at": now, "last_error": None}
+                )
             return len(failed)
 
     def alerts(self, status: AlertStatus | None = None) -> list[AlertRecord]:

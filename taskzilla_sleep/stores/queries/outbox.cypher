@@ -30,12 +30,21 @@ RETURN properties(a) AS p, free
 // -- mark_alert_delivered --
 MATCH (a:Alert {key: $key})
 SET a._lock = true
-WITH a, a.status <> 'delivered' AS todo
+WITH a, a.status = 'pending' AS todo
 SET a._lock = null
 WITH a, todo WHERE todo
 SET a.status = 'delivered', a.delivered_at = $now, a.last_attempt_at = $now,
     a.attempts = coalesce(a.attempts, 0) + 1, a.last_error = null
 RETURN a.attempts AS attempts
+
+// -- mark_alert_dropped --
+MATCH (a:Alert {key: $key})
+SET a._lock = true
+WITH a, a.status = 'pending' AS todo
+SET a._lock = null
+WITH a, todo WHERE todo
+SET a.status = 'dropped', a.dropped_reason = $reason
+RETURN a.key AS key
 
 // -- mark_alert_failed --
 MATCH (a:Alert {key: $key})
@@ -56,7 +65,7 @@ RETURN count(a) AS n
 // -- requeue_failed_alerts --
 MATCH (a:Alert)
 WHERE a.status = 'failed' AND ($keys IS NULL OR a.key IN $keys)
-SET a.status = 'pending', a.attempts = 0, a.next_attempt_at = $now
+SET a.status = 'pending', a.attempts = 0, a.next_attempt_at = $now, a.last_error = null
 RETURN count(a) AS n
 
 // -- count_alerts --
