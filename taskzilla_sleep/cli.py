@@ -1,4 +1,5 @@
-"""The command line; nothing else parses argv. Exit codes: 0 ok, 1 failure or bad input, 2 usage/config."""
+"""The command line; nothing else parses argv. Exit codes: 0 ok, 1 failure or bad input, 2 usage/config,
+130 interrupted (Ctrl-C or SIGTERM)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,13 @@ import contextlib
 import json
 import os
 import re
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_mcp, cli_memory
+from taskzilla_sleep import __version__, cli_mcp, cli_memory, cli_ops
 from taskzilla_sleep.cli_memory import BY_HELP
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -66,6 +64,7 @@ def make_parser() -> argparse.ArgumentParser:
     ing.add_argument("file", help="episodes, one JSON object a line; '-' reads stdin")
     ing.add_argument("--now", type=_iso, help="the ingestion time to record (replay, tests); default: now")
     ing.add_argument("--json", action="store_true", help="machine-readable output")
+    ing.add_argument("--progress", action="store_true", help="progress on stderr (default: on a terminal)")
 
     st = sub.add_parser("status", parents=[common], help="store sizes, backend health, config in use")
     st.add_argument("--json", action="store_true", help="machine-readable output")
@@ -204,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config, os.environ, _overrides(args))
         handler = {
             "demo": cmd_demo,
-            "ingest": cmd_ingest,
+            "ingest": cli_ops.cmd_ingest,
             "status": cmd_status,
             "reconcile": cmd_reconcile,
             "run-once": cmd_run_once,
@@ -236,38 +235,6 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, default=str))
     else:
         print(text)
-
-
-def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep.app import build
-
-    source = "<stdin>" if args.file == "-" else args.file
-    try:
-        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-        text = data.decode("utf-8")
-    except OSError as exc:
-        print(f"taskzilla-sleep: cannot read {source}: {exc.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as exc:
-        print(f"taskzilla-sleep: {source}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
-        return 1
-    from taskzilla_sleep.ingest import Limits, episode_lines, parse_episode_lines
-
-    lines = episode_lines(text)
-    # Validate before any store is opened: a bad file costs no server start and writes nothing.
-
-    parse_episode_lines(lines, source, Limits.of(settings.ingest), _now(args))
-    with build(settings, secrets) as services:
-        report = services.ingestor(clock=(lambda: args.now) if args.now else None).ingest_lines(lines, source)
-    data = {
-        "new": report.new,
-        "present": report.present,
-        "skipped": report.skipped,
-        "skipped_by_connector": report.skipped_by_connector,
-        "vectors_repaired": report.vectors_repaired,
-    }
-    _emit(args, data, report.summary())
-    return 0
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
@@ -308,7 +275,7 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
     from taskzilla_sleep.report.night import render_night, render_plan
 
     steps = parse_steps(args.steps)
-    with build(settings, secrets) as s, _sigterm_interrupts():
+    with build(settings, secrets) as s, cli_ops.sigterm_interrupts():
         request = NightRequest(now=_now(args), steps=steps, trigger="manual", dry_run=args.dry_run, teams=args.team)
         if args.dry_run:
             result = run_night(s, request)  # writes nothing, so it needs no lease and overlaps anything
@@ -349,23 +316,6 @@ def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator
         print(f"taskzilla-sleep: got the {LEASE_NAME} lease after {waited:.0f} s", file=sys.stderr, flush=True)
     with holding(lease):
         yield
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM acts like Ctrl-C: the ledger records the step as abandoned and the lease is released."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:

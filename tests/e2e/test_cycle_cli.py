@@ -73,6 +73,8 @@ def test_dry_run_writes_nothing_and_a_second_run_changes_nothing(demo_dir: Path,
     dry = cli("run-once", "--now", H73, "--dry-run", data_dir=demo_dir)
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "nothing was written" in dry.stdout and "- retire ep_" in dry.stdout
+    totals = dry.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"totals, would change: prune: .*; distill: .*; reflect: .*; decay: retired \d+", totals)
     assert snapshot(demo_dir) == before  # not even a ledger entry
 
     again = cli("run-once", "--now", NIGHT, "--json", data_dir=demo_dir)
