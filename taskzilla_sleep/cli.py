@@ -101,6 +101,7 @@ def make_parser() -> argparse.ArgumentParser:
     fpin.add_argument("--entity", help="the person (or thing) it is about")
     fpin.add_argument("--team", type=_team_name, help="the team (default: the only team in the stores)")
     fpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    fpin.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
     flist = fsub.add_parser("list", parents=[common], help="list pinned facts")
     flist.add_argument("--team", type=_team_name)
     flist.add_argument("--json", action="store_true", help="machine-readable output")
@@ -108,6 +109,7 @@ def make_parser() -> argparse.ArgumentParser:
     funpin.add_argument("id")
     funpin.add_argument("--by", help=BY_HELP)
     funpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    funpin.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
 
     con = sub.add_parser("contradictions", parents=[common], help="the human loop: list and resolve contradictions")
     csub = con.add_subparsers(dest="con_command", required=True, metavar="ACTION")
@@ -120,6 +122,7 @@ def make_parser() -> argparse.ArgumentParser:
     cres.add_argument("--by", help=BY_HELP)
     cres.add_argument("--note", help="why")
     cres.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    cres.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
 
     wk = sub.add_parser("worker", parents=[common], help="the long-running worker: schedule, watchdog, HTTP API")
     wk.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
@@ -362,10 +365,10 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
     with build(settings, secrets) as s:
         if args.facts_command == "pin":
             f = facts.pin(s.graph, s.vectors, _team(s, args.team), args.text, args.by, _now(args), args.entity)
-            print(f"pinned {f.id}: {f.statement}")
+            _emit(args, f.model_dump(mode="json"), f"pinned {f.id}: {f.statement}")
         elif args.facts_command == "unpin":
             f = facts.unpin(s.graph, s.vectors, args.id, args.by, _now(args))
-            print(f"unpinned {f.id} (archived by {f.archived_by})")
+            _emit(args, f.model_dump(mode="json"), f"unpinned {f.id} (archived by {f.archived_by})")
         else:
             found = facts.list_facts(s.graph, args.team)
             lines = [
@@ -384,6 +387,7 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
+            same = contradictions.resolved_the_same_way(s.graph.get_contradiction(args.id), args.keep, args.note)
             c = contradictions.resolve(
                 s.graph,
                 s.vectors,
@@ -394,7 +398,11 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
                 _now(args),
                 settings.distill.confidence_floor,
             )
-            print(f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})")
+            text = f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})"
+            if same:  # a repeat of the recorded decision: exit 0, nothing written
+                when = c.resolved_at.isoformat() if c.resolved_at else "?"
+                text = f"already resolved the same way: {c.id} kept {c.resolution} (by {c.resolved_by} at {when})"
+            _emit(args, c.model_dump(mode="json"), text)
             return 0
         found = s.graph.contradictions(status=args.status)
         beliefs = {p.id: p for p in s.graph.patterns_by_id([i for c in found for i in c.pattern_ids])}
