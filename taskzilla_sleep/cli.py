@@ -1,4 +1,5 @@
-"""The command line; nothing else parses argv. Exit codes: 0 ok, 1 failure or bad input, 2 usage/config."""
+"""The command line; nothing else parses argv. Exit codes: 0 ok, 1 failure or bad input, 2 usage/config,
+130 interrupted (Ctrl-C or SIGTERM)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,13 @@ import contextlib
 import json
 import os
 import re
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory
+from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory, cli_ops
 from taskzilla_sleep.cli_memory import BY_HELP
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -66,6 +64,7 @@ def make_parser() -> argparse.ArgumentParser:
     ing.add_argument("file", help="episodes, one JSON object a line; '-' reads stdin")
     ing.add_argument("--now", type=_iso, help="the ingestion time to record (replay, tests); default: now")
     ing.add_argument("--json", action="store_true", help="machine-readable output")
+    ing.add_argument("--progress", action="store_true", help="progress on stderr (default: on a terminal)")
 
     st = sub.add_parser("status", parents=[common], help="store sizes, backend health, config in use")
     st.add_argument("--json", action="store_true", help="machine-readable output")
@@ -102,6 +101,7 @@ def make_parser() -> argparse.ArgumentParser:
     fpin.add_argument("--entity", help="the person (or thing) it is about")
     fpin.add_argument("--team", type=_team_name, help="the team (default: the only team in the stores)")
     fpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    fpin.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
     flist = fsub.add_parser("list", parents=[common], help="list pinned facts")
     flist.add_argument("--team", type=_team_name)
     flist.add_argument("--json", action="store_true", help="machine-readable output")
@@ -109,6 +109,7 @@ def make_parser() -> argparse.ArgumentParser:
     funpin.add_argument("id")
     funpin.add_argument("--by", help=BY_HELP)
     funpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    funpin.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
 
     con = sub.add_parser("contradictions", parents=[common], help="the human loop: list and resolve contradictions")
     csub = con.add_subparsers(dest="con_command", required=True, metavar="ACTION")
@@ -121,6 +122,7 @@ def make_parser() -> argparse.ArgumentParser:
     cres.add_argument("--by", help=BY_HELP)
     cres.add_argument("--note", help="why")
     cres.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    cres.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
 
     wk = sub.add_parser("worker", parents=[common], help="the long-running worker: schedule, watchdog, HTTP API")
     wk.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
@@ -205,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config, os.environ, _overrides(args))
         handler = {
             "demo": cmd_demo,
-            "ingest": cmd_ingest,
+            "ingest": cli_ops.cmd_ingest,
             "status": cmd_status,
             "reconcile": cmd_reconcile,
             "run-once": cmd_run_once,
@@ -238,38 +240,6 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, default=str))
     else:
         print(text)
-
-
-def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep.app import build
-
-    source = "<stdin>" if args.file == "-" else args.file
-    try:
-        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-        text = data.decode("utf-8")
-    except OSError as exc:
-        print(f"taskzilla-sleep: cannot read {source}: {exc.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as exc:
-        print(f"taskzilla-sleep: {source}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
-        return 1
-    from taskzilla_sleep.ingest import Limits, episode_lines, parse_episode_lines
-
-    lines = episode_lines(text)
-    # Validate before any store is opened: a bad file costs no server start and writes nothing.
-
-    parse_episode_lines(lines, source, Limits.of(settings.ingest), _now(args))
-    with build(settings, secrets) as services:
-        report = services.ingestor(clock=(lambda: args.now) if args.now else None).ingest_lines(lines, source)
-    data = {
-        "new": report.new,
-        "present": report.present,
-        "skipped": report.skipped,
-        "skipped_by_connector": report.skipped_by_connector,
-        "vectors_repaired": report.vectors_repaired,
-    }
-    _emit(args, data, report.summary())
-    return 0
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
@@ -310,7 +280,7 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
     from taskzilla_sleep.report.night import render_night, render_plan
 
     steps = parse_steps(args.steps)
-    with build(settings, secrets) as s, _sigterm_interrupts():
+    with build(settings, secrets) as s, cli_ops.sigterm_interrupts():
         request = NightRequest(now=_now(args), steps=steps, trigger="manual", dry_run=args.dry_run, teams=args.team)
         if args.dry_run:
             result = run_night(s, request)  # writes nothing, so it needs no lease and overlaps anything
@@ -351,23 +321,6 @@ def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator
         print(f"taskzilla-sleep: got the {LEASE_NAME} lease after {waited:.0f} s", file=sys.stderr, flush=True)
     with holding(lease):
         yield
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM acts like Ctrl-C: the ledger records the step as abandoned and the lease is released."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
@@ -414,10 +367,10 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
     with build(settings, secrets) as s:
         if args.facts_command == "pin":
             f = facts.pin(s.graph, s.vectors, _team(s, args.team), args.text, args.by, _now(args), args.entity)
-            print(f"pinned {f.id}: {f.statement}")
+            _emit(args, f.model_dump(mode="json"), f"pinned {f.id}: {f.statement}")
         elif args.facts_command == "unpin":
             f = facts.unpin(s.graph, s.vectors, args.id, args.by, _now(args))
-            print(f"unpinned {f.id} (archived by {f.archived_by})")
+            _emit(args, f.model_dump(mode="json"), f"unpinned {f.id} (archived by {f.archived_by})")
         else:
             found = facts.list_facts(s.graph, args.team)
             lines = [
@@ -436,6 +389,7 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
+            same = contradictions.resolved_the_same_way(s.graph.get_contradiction(args.id), args.keep, args.note)
             c = contradictions.resolve(
                 s.graph,
                 s.vectors,
@@ -446,7 +400,11 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
                 _now(args),
                 settings.distill.confidence_floor,
             )
-            print(f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})")
+            text = f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})"
+            if same:  # a repeat of the recorded decision: exit 0, nothing written
+                when = c.resolved_at.isoformat() if c.resolved_at else "?"
+                text = f"already resolved the same way: {c.id} kept {c.resolution} (by {c.resolved_by} at {when})"
+            _emit(args, c.model_dump(mode="json"), text)
             return 0
         found = s.graph.contradictions(status=args.status)
         beliefs = {p.id: p for p in s.graph.patterns_by_id([i for c in found for i in c.pattern_ids])}

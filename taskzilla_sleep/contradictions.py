@@ -3,7 +3,9 @@
 keep new -> the old belief is superseded: archived with who, when and why, a SUPERSEDES link from
 the winner, its vector removed. keep old -> the new one is archived the same way. keep both ->
 both go back to active (or tentative, by their confidence) and the note is kept. A pinned fact is
-never superseded. Resolving a closed contradiction is refused.
+never superseded. Resolving a closed contradiction again the same way (the same keep, and the same
+note or none) changes nothing and returns the recorded resolution, so a retried request is harmless;
+another decision is refused (Conflict).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def resolve(
         if (why := unstorable(value)) is not None:
             raise InputError(f"resolve: {what}: {why}")
     c = graph.get_contradiction(cid)
+    if resolved_the_same_way(c, keep, note):
+        return c
     if c.status is ContradictionStatus.RESOLVED:
         raise Conflict(
             f"contradiction {cid} is already resolved (kept {c.resolution}, by {c.resolved_by} at "
@@ -115,6 +119,11 @@ def resolve(
     graph.resolve_supersede(done, won, archived)
     vectors.delete(c.team, "patterns", [loser.id])
     return done
+
+
+def resolved_the_same_way(c: Contradiction, keep: str, note: str | None) -> bool:
+    """Whether ``c`` is already resolved with ``keep`` (and ``note``, when one is given): a repeat, not a conflict."""
+    return c.status is ContradictionStatus.RESOLVED and c.resolution == keep and note in (None, c.note)
 
 
 def _back(p: Pattern, floor: float) -> PatternStatus:

@@ -67,6 +67,30 @@ class IngestReport:
         return f"{self.new} new, {self.present} already present, {self.skipped} skipped by write discipline"
 
 
+EMBED_BATCH = 256  # episodes embedded per vector write: the unit of progress and of what Ctrl-C loses
+
+
+@dataclass
+class IngestProgress:
+    """How far an ingest got, for progress lines and for saying what an interrupted one left stored.
+
+    ``stored`` is set once the graph write committed (it is all or nothing: before that, nothing is
+    stored); ``embedded`` counts the vectors written since, of ``to_embed``.
+    """
+
+    episodes: int = 0
+    skipped: int = 0
+    present: int = 0
+    stored: int | None = None
+    to_embed: int = 0
+    embedded: int = 0
+    on_change: Callable[[IngestProgress], None] | None = None
+
+    def changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
+
+
 def field_of(err: Mapping[str, object]) -> str:
     loc = err.get("loc") or ()
     return ".".join(str(p) for p in loc) if isinstance(loc, tuple | list) else str(loc)
@@ -264,15 +288,21 @@ class Ingestor:
     def limits(self) -> Limits:
         return self._limits
 
-    def ingest_lines(self, lines: Iterable[str], source: str) -> IngestReport:
+    def ingest_lines(self, lines: Iterable[str], source: str, progress: IngestProgress | None = None) -> IngestReport:
         items = parse_episode_lines(lines, source, self._limits, self._clock())
-        return self.ingest_items([it for _, it in items], source, line_numbers=[n for n, _ in items])
+        return self.ingest_items([it for _, it in items], source, [n for n, _ in items], progress)
 
     def ingest_items(
-        self, items: Sequence[EpisodeIn], source: str = "api", line_numbers: Sequence[int] | None = None
+        self,
+        items: Sequence[EpisodeIn],
+        source: str = "api",
+        line_numbers: Sequence[int] | None = None,
+        progress: IngestProgress | None = None,
     ) -> IngestReport:
         """Store ``items`` (all or nothing). Without ``line_numbers`` they are API items, numbered from 0."""
         now = self._clock()
+        progress = progress or IngestProgress()
+        progress.episodes = len(items)
         numbers = list(line_numbers) if line_numbers is not None else list(range(len(items)))
         unit = "line" if line_numbers is not None else "item"
         report = IngestReport()
@@ -313,6 +343,8 @@ class Ingestor:
         new = [e for _, e in kept if e.id not in existing]
         report.present = len(kept) - len(new)
         report.new_ids = [e.id for e in new]
+        progress.skipped, progress.present = report.skipped, report.present
+        progress.changed()
 
         # Cross-store order: the graph first (source of truth: text, status, entities), then Chroma.
         # A crash between the two leaves episodes that have no vector yet; running the same ingest
@@ -320,10 +352,11 @@ class Ingestor:
         # (reconcile repairs the same drift).
         links = [lk for e in new for lk in self._extractor.links(e)]
         report.new = self._graph.upsert_episodes(new, links)
+        progress.stored = report.new
         crashpoint("ingest.after_graph")
 
         live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
-        report.vectors_repaired = self._embed_missing(live, set(existing))
+        report.vectors_repaired = self._embed_missing(live, set(existing), progress)
         log.info(
             "episodes_ingested",
             source=source,
@@ -339,11 +372,16 @@ class Ingestor:
         if errors:
             raise EpisodeFileError(errors[:MAX_REPORTED_ERRORS], len(errors))
 
-    def _embed_missing(self, episodes: Sequence[Episode], previously_present: set[str]) -> int:
+    def _embed_missing(
+        self, episodes: Sequence[Episode], previously_present: set[str], progress: IngestProgress
+    ) -> int:
+        """Embed the live episodes that have no vector, in batches: an interrupted ingest keeps the
+        batches written, and running it again (or reconcile, or the next night) embeds the rest."""
         repaired = 0
         by_team: dict[str, list[Episode]] = {}
         for e in episodes:
             by_team.setdefault(e.team, []).append(e)
+        todo_by_team: list[tuple[str, list[Episode], dict[str, str]]] = []
         for team, eps in sorted(by_team.items()):
             have = self._vectors.present(team, "episodes", [e.id for e in eps])
             todo = [e for e in eps if e.id not in have]
@@ -351,13 +389,20 @@ class Ingestor:
                 continue
             # Embed what the graph holds: the source of truth, whatever the input said.
             texts = self._graph.live_texts(team, "episode", [e.id for e in todo])
-            todo = [e for e in todo if e.id in texts]
-            self._vectors.upsert(
-                team,
-                "episodes",
-                [e.id for e in todo],
-                [texts[e.id] for e in todo],
-                [episode_metadata(e) for e in todo],
-            )
+            todo_by_team.append((team, [e for e in todo if e.id in texts], texts))
+        progress.to_embed = sum(len(todo) for _, todo, _ in todo_by_team)
+        progress.changed()
+        for team, todo, texts in todo_by_team:
+            for start in range(0, len(todo), EMBED_BATCH):
+                batch = todo[start : start + EMBED_BATCH]
+                self._vectors.upsert(
+                    team,
+                    "episodes",
+                    [e.id for e in batch],
+                    [texts[e.id] for e in batch],
+                    [episode_metadata(e) for e in batch],
+                )
+                progress.embedded += len(batch)
+                progress.changed()
             repaired += sum(1 for e in todo if e.id in previously_present)
         return repaired

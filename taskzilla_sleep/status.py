@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.presence import live_workers
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.stores.ports import GraphCounts, GraphStore, VectorStore
 
@@ -24,6 +27,7 @@ class StatusReport(BaseModel):
     vectors: BackendHealth
     graph_counts: GraphCounts | None = None
     vector_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
+    workers: list[dict[str, Any]] = Field(default_factory=list)  # live workers of the data dir (presence)
 
     @property
     def healthy(self) -> bool:
@@ -34,6 +38,7 @@ class StatusReport(BaseModel):
             f"config:   {', '.join(self.config_files)}",
             f"data dir: {self.data_dir}",
         ]
+        lines += [f"worker:   pid {w['pid']} on {w.get('host')}, API {w.get('api')}" for w in self.workers]
         for h in (self.graph, self.vectors):
             state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
             lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")
@@ -73,6 +78,7 @@ def collect_status(
     report = StatusReport(
         config_files=list(settings.config_files), data_dir=str(settings.data_dir), graph=gh, vectors=vh
     )
+    report.workers = live_workers(settings.data_dir)
     try:
         try:
             if graph is None:

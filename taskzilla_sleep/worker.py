@@ -13,7 +13,6 @@ the process exits at once: every write is atomic and a rerun repairs the rest.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from taskzilla_sleep import presence
 from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
@@ -142,6 +142,7 @@ class Worker:
             self._server.should_exit = True
             if self._api_thread is not None:
                 self._api_thread.join(timeout=10)
+            presence.withdraw(self.settings.data_dir)
         self.lease.release()
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -316,8 +317,8 @@ class Worker:
         deadline = time.monotonic() + 10
         while not getattr(self._server, "started", False) and time.monotonic() < deadline:
             time.sleep(0.02)
-        info = {"pid": os.getpid(), "api": f"http://{self.settings.api.host}:{self.port}"}
-        (self.settings.data_dir / "worker.json").write_text(json.dumps(info))
+        # One file per replica (worker-<pid>.json), removed at stop: readers take a live one.
+        presence.announce(self.settings.data_dir, {"api": f"http://{self.settings.api.host}:{self.port}"})
 
     def status(self) -> dict[str, Any]:
         holder, expires = self.lease.holder()

@@ -25,6 +25,7 @@ def render_plan(result: NightResult) -> str:
         status = "" if res.status == "ok" else f" ({res.status}{': ' + res.error if res.error else ''})"
         lines.append(f"\n[{res.step}]{status} " + ", ".join(f"{k} {v}" for k, v in res.counts.items() if v))
         lines += [f"  {ln}" for ln in body] or ["  (no changes)"]
+    lines.append("\n" + plan_totals(result))
     return "\n".join(lines)
 
 
@@ -35,6 +36,20 @@ def night_changed(result: NightResult) -> bool:
     if result.repaired_drift or result.resumed or result.quarantined:
         return True
     return any(not plan.empty() for plans in result.plans.values() for plan in plans)
+
+
+# Counts of what a step looked at or left waiting, not of what it would change.
+OBSERVED = frozenset({"examined", "episodes_read", "waiting", "compared", "unrelated", "unanswered"})
+
+
+def plan_totals(result: NightResult) -> str:
+    """A dry run's last line: per step, what it would change (its non-zero change counts)."""
+    parts = []
+    for res in result.run.steps:
+        changes = [f"{k} {v}" for k, v in res.counts.items() if v and k not in OBSERVED]
+        status = "" if res.status == "ok" else f" ({res.status})"
+        parts.append(f"{res.step}{status}: {', '.join(changes) or 'no changes'}")
+    return "totals, would change: " + "; ".join(parts)
 
 
 def render_night(result: NightResult, graph: GraphStore) -> str:

@@ -216,8 +216,14 @@ def test_recall_contradictions_resolve_and_facts(services: Services) -> None:
         "both",
         "support-bot",
     )
-    again = c.post(f"/v1/contradictions/{cid}/resolve", json={"keep": "new"}, headers=bearer(WRITER))
-    assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
+    for repeat in ({"keep": "both"}, {"keep": "both", "note": "both hold"}):  # a retry: the recorded resolution
+        same = c.post(f"/v1/contradictions/{cid}/resolve", json=repeat, headers=bearer(WRITER))
+        assert same.status_code == 200, same.text
+        at = lambda r: datetime.fromisoformat(r.json().pop("resolved_at"))  # noqa: E731  (stored as UTC)
+        assert at(same) == at(done) and same.json() | {"resolved_at": 0} == done.json() | {"resolved_at": 0}
+    for other in ({"keep": "new"}, {"keep": "both", "note": "another reason"}):  # another decision
+        again = c.post(f"/v1/contradictions/{cid}/resolve", json=other, headers=bearer(WRITER))
+        assert again.status_code == 409 and again.json()["error"]["code"] == "conflict"
     missing = c.post("/v1/contradictions/nope/resolve", json={"keep": "new"}, headers=bearer(WRITER))
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     resolved = c.get("/v1/contradictions", params={"status": "resolved"}, headers=bearer(READER)).json()

@@ -200,6 +200,8 @@ def test_resolution_is_the_only_supersede(stack: Stack) -> None:
     assert any(r["type"] == "SUPERSEDES" and r["from"][1] == new.id and r["to"][1] == old.id for r in rels)
     with pytest.raises(InputError, match="already resolved"):
         contradictions.resolve(stack.graph, stack.vectors, con.id, "old", "lena", None, NIGHT, floor)
+    later = NIGHT + timedelta(hours=1)
+    assert contradictions.resolve(stack.graph, stack.vectors, con.id, "new", "lena", None, later, floor) == done
 
 
 def test_recall_patterns_first_then_episodes_and_marks_access(stack: Stack) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -67,8 +68,11 @@ def test_ingest_reingest_and_bad_seventh_line(tmp_path: Path) -> None:
     first = cli("ingest", str(good), data_dir=tmp_path / "data")
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "10 new, 0 already present, 0 skipped by write discipline"
-    again = cli("ingest", str(good), data_dir=tmp_path / "data")
+    again = cli("ingest", str(good), "--progress", data_dir=tmp_path / "data")
     assert again.stdout.strip() == "0 new, 10 already present, 0 skipped by write discipline"
+    told = [ln for ln in again.stderr.splitlines() if ln.startswith(f"ingest {good}: ")]
+    assert told[0].endswith(": 10 lines read, 10 episodes valid; 10 already present, 0 skipped; writing the graph")
+    assert re.search(r": done in [\d.]+ s: 10 lines read, 0 new, 10 already present, 0 skipped, 0 vectors", told[-1])
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(episodes(12, bad_line=7).replace("note", "other note"))
@@ -103,6 +107,33 @@ def test_a_nul_in_the_last_of_600_lines_is_one_error_line_and_nothing_is_written
     assert not (tmp_path / "data").exists()  # validated before any store was opened
     check = cli("reconcile", "--check", "--json", data_dir=tmp_path / "data")
     assert check.returncode == 0 and json.loads(check.stdout)["by_team"] == {}
+
+
+def test_ctrl_c_mid_ingest_says_what_was_stored_and_exits_130(tmp_path: Path) -> None:
+    rows = [
+        {
+            "team": "platform",
+            "channel": "dev",
+            "author": "ana",
+            "text": f"deploy note {i}",
+            "ts": "2026-11-30T10:00:00Z",
+        }
+        for i in range(300)
+    ]
+    f = tmp_path / "big.jsonl"
+    f.write_text("\n".join(json.dumps(r | {"provenance": "human"}) for r in rows) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | {"HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "taskzilla_sleep", "ingest", str(f), "--progress", "--data-dir", str(tmp_path / "d")]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    assert proc.stderr is not None
+    seen = []
+    for ln in proc.stderr:
+        seen.append(ln.rstrip("\n"))
+        if "embedding 300" in ln:  # the graph write committed; the vectors are being written
+            proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130, seen
+    assert seen[-1].startswith(f"taskzilla-sleep: interrupted: 300 new episodes from {f} were stored"), seen
+    assert "re-run the same command to finish the job" in seen[-1] and "reconcile" in seen[-1]
 
 
 def test_ingest_from_stdin_with_json_output(tmp_path: Path) -> None:

@@ -134,7 +134,11 @@ def test_a_second_worker_on_one_data_dir_survives_the_owner_stopping(tmp_path: P
     assert cli("ingest", SAMPLE, "--now", INGESTED, data_dir=data).returncode == 0
     with worker(data, "2026-11-28T12:00:00+01:00", speed=1) as owner, worker(data, "2026-11-28T12:00:00+01:00", 1) as b:
         assert b.tz.ready().ready is True
+        from taskzilla_sleep.presence import live_workers
+
+        assert sorted(w["pid"] for w in live_workers(data)) == sorted([owner.pid, b.pid])  # one file each
         assert stop(owner) == 0
+        assert [w["pid"] for w in live_workers(data)] == [b.pid]  # the stopped one's file went with it
         # b's next call finds the server gone, starts one on the same files and goes on.
         assert b.tz.status()["sizes"]["episodes_total"] > 0
         assert b.tz.ready().ready is True

@@ -73,6 +73,8 @@ def test_dry_run_writes_nothing_and_a_second_run_changes_nothing(demo_dir: Path,
     dry = cli("run-once", "--now", H73, "--dry-run", data_dir=demo_dir)
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "nothing was written" in dry.stdout and "- retire ep_" in dry.stdout
+    totals = dry.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"totals, would change: prune: .*; distill: .*; reflect: .*; decay: retired \d+", totals)
     assert snapshot(demo_dir) == before  # not even a ledger entry
 
     again = cli("run-once", "--now", NIGHT, "--json", data_dir=demo_dir)
@@ -139,16 +141,26 @@ def test_recall_facts_and_the_human_loop(demo_dir: Path) -> None:
         data_dir=demo_dir,
     )
     assert done.returncode == 0 and "kept new" in done.stdout
+    same = cli("contradictions", "resolve", con["id"], "--keep", "new", "--by", "lena", "--json", data_dir=demo_dir)
+    assert same.returncode == 0, same.stderr[-2000:]  # a repeat of the decision: the recorded resolution
+    assert json.loads(same.stdout) | {"id": con["id"], "resolution": "new", "resolved_by": "cli:sara"} == json.loads(
+        same.stdout
+    )
     again = cli("contradictions", "resolve", con["id"], "--keep", "old", "--by", "lena", data_dir=demo_dir)
     assert again.returncode == 1 and "already resolved" in again.stderr
     assert json.loads(cli("contradictions", "list", "--json", data_dir=demo_dir).stdout) == []
     resolved = json.loads(cli("contradictions", "list", "--status", "resolved", "--json", data_dir=demo_dir).stdout)
     assert resolved[0]["resolved_by"] == "cli:sara" and resolved[0]["note"] == "moved to voice"
 
-    unpin = cli("facts", "unpin", fact["id"], "--by", "martin", data_dir=demo_dir)
-    assert unpin.returncode == 0
+    unpin = cli("facts", "unpin", fact["id"], "--by", "martin", "--json", data_dir=demo_dir)
+    assert unpin.returncode == 0, unpin.stderr[-2000:]
+    assert json.loads(unpin.stdout) | {"id": fact["id"], "archived_by": "cli:martin"} == json.loads(unpin.stdout)
     again = cli("facts", "unpin", fact["id"], "--by", "martin", data_dir=demo_dir)
     assert again.returncode == 1 and "already unpinned" in again.stderr
+    pin = cli("facts", "pin", "Lea is on call this week", "--by", "lea", "--entity", "lea", "--json", data_dir=demo_dir)
+    assert pin.returncode == 0, pin.stderr[-2000:]
+    pinned = json.loads(pin.stdout)  # the fact as the API returns it
+    assert (pinned["statement"], pinned["pinned"], pinned["pinned_by"]) == ("Lea is on call this week", True, "cli:lea")
 
 
 def test_bad_usage_of_run_once(tmp_path: Path) -> None:

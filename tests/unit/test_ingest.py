@@ -160,6 +160,43 @@ def test_crash_between_graph_and_vectors_is_repaired_by_rerun() -> None:
     assert v.count("platform", "episodes") == 4
 
 
+def test_ctrl_c_between_vector_batches_keeps_what_was_stored_and_the_rerun_finishes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taskzilla_sleep import cli_ops, ingest
+
+    monkeypatch.setattr(ingest, "EMBED_BATCH", 2)
+    ing, g, v = make()
+    lines = [line(text=f"episode {i}") for i in range(5)]
+    ticks = iter(float(t) for t in range(0, 1000, 6))  # each clock reading is 6 s after the last
+    shown = cli_ops.ProgressLines("f", len(lines), every_s=5.0, clock=lambda: next(ticks))
+
+    def interrupt_after_the_first_batch(p: ingest.IngestProgress) -> None:
+        shown(p)
+        if p.embedded == 2:
+            raise KeyboardInterrupt
+
+    progress = ingest.IngestProgress(on_change=interrupt_after_the_first_batch)
+    with pytest.raises(KeyboardInterrupt):
+        ing.ingest_lines(lines, "f", progress)
+    assert len(g.episode_nodes) == 5 and v.count("platform", "episodes") == 2
+    note = cli_ops.interrupted_note("f", progress)
+    assert note.startswith("interrupted: 5 new episodes from f were stored") and "2 of 5 vectors written" in note
+    assert "3 of them have no vector yet" in note and "re-run the same command" in note
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "ingest f: 5 lines read, 5 episodes valid; 0 already present, 0 skipped; writing the graph"
+    assert err[1] == "ingest f: 5 new episodes stored in the graph; embedding 5"
+    assert err[2].startswith("ingest f: embedded 2/5 (40%), ")  # over 5 s after the line before
+
+    rep = ing.ingest_lines(lines, "f")  # what the note promises: the same command finishes the job
+    assert (rep.new, rep.present, rep.vectors_repaired) == (0, 5, 3)
+    assert reconcile(g, v, repair=False).drift == 0
+    before = ingest.IngestProgress()
+    assert cli_ops.interrupted_note("f", before) == "interrupted before anything from f was stored; " + (
+        "re-run the same command to finish the job"
+    )
+
+
 def test_reconcile_repairs_both_directions() -> None:
     ing, g, v = make()
     ing.ingest_lines([line(text=f"episode {i}") for i in range(4)], "f")
