@@ -78,8 +78,20 @@ def stack_env(request: pytest.FixtureRequest) -> dict[str, str]:
 BUSY_POINTS = ["distill.after_pattern_graph@10", "distill.before_watermark"]
 
 
+# On the server pair `make test` kills at one point of each kind (the whole list runs on the embedded
+# pair, whose store code is the same ports); TASKZILLA_CRASH_MATRIX=full runs every point on both.
+SERVER_POINTS = [
+    "ingest.after_graph",
+    "distill.after_pattern_graph@3",
+    "reflect.after_contradiction",
+    "decay.after_graph@2",
+    "prune.after_graph@3",
+]
+
+
 def test_sigkill_anywhere_then_rerun_equals_an_uninterrupted_run(stack_env: dict[str, str], tmp_path: Path) -> None:
-    expected = _matrix(stack_env, tmp_path, CRASH_POINTS)
+    full = not stack_env or os.environ.get("TASKZILLA_CRASH_MATRIX") == "full"
+    expected = _matrix(stack_env, tmp_path, CRASH_POINTS if full else SERVER_POINTS)
     labels = [n["labels"][0] for n in expected["graph"]["nodes"]]
     assert labels.count("Pattern") >= 5 and labels.count("Contradiction") == 1 and labels.count("Tombstone") > 0
     # The messages delivered after night 1 (timestamped before it) were distilled by night 2.
