@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory, cli_ops
-from taskzilla_sleep.cli_memory import BY_HELP
+from taskzilla_sleep.cli_memory import BY_HELP, port_number
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
 from taskzilla_sleep.models import TEAM_RE
@@ -126,7 +126,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     wk = sub.add_parser("worker", parents=[common], help="the long-running worker: schedule, watchdog, HTTP API")
     wk.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
-    wk.add_argument("--api-port", type=_port, help="override api.port (0: any free port)")
+    wk.add_argument("--api-port", type=port_number, help="override api.port (0: any free port)")
     wk.add_argument("--clock-start", type=_iso, help=argparse.SUPPRESS)  # replays and tests: a controlled clock
     wk.add_argument("--clock-speed", type=float, default=1.0, help=argparse.SUPPRESS)
 
@@ -156,16 +156,6 @@ def _team_name(raw: str) -> str:
             f"invalid team name {raw!r}: 1-48 letters, digits, '_' or '-', starting with a letter or digit"
         )
     return raw
-
-
-def _port(raw: str) -> int:
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
-    return port
 
 
 def _iso(raw: str) -> datetime:

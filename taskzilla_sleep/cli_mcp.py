@@ -21,21 +21,12 @@ from typing import Any
 import structlog
 
 from taskzilla_sleep.access import Access, Tokens
+from taskzilla_sleep.cli_memory import port_number
 from taskzilla_sleep.errors import ConfigError, Unauthorized
 from taskzilla_sleep.settings import Secrets, Settings
 
 log = structlog.get_logger(__name__)
 DEFAULT_PORT = 8766  # the API's default port + 1
-
-
-def _port(raw: str) -> int:
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
-    return port
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -50,7 +41,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     mcp.add_argument("--host", help="--transport http: the address to bind (default: api.host)")
     mcp.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help=f"--transport http: the port (default {DEFAULT_PORT}; 0: any)"
+        "--port",
+        type=port_number,
+        default=DEFAULT_PORT,
+        help=f"--transport http: the port (default {DEFAULT_PORT}; 0: any)",
     )
 
 

@@ -42,6 +42,17 @@ def _login_name() -> str:
         return "unknown"
 
 
+def port_number(raw: str) -> int:
+    """An argparse type: a TCP port (0: any free one)."""
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
+    return port
+
+
 def _team_name(raw: str) -> str:
     if not re.fullmatch(TEAM_RE, raw):
         raise argparse.ArgumentTypeError(f"invalid team name {raw!r}: letters, digits, '_' or '-'")

@@ -41,7 +41,7 @@ def _pid_namespace() -> str | None:
         return None  # not Linux: never judge another process dead
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -98,7 +98,7 @@ class Lease:
         if state.holder in (None, self.me) or state.host != self._host or state.pid_ns != self._pid_ns:
             return None
         pid = state.pid
-        return state.holder if pid is not None and pid != os.getpid() and not _pid_alive(pid) else None
+        return state.holder if pid is not None and pid != os.getpid() and not pid_alive(pid) else None
 
     def acquire(
         self,

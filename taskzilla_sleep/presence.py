@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from taskzilla_sleep.lease import pid_alive
+
 PREFIX = "worker-"
 
 
@@ -34,16 +36,6 @@ def withdraw(data_dir: Path) -> None:
     presence_file(data_dir).unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def live_workers(data_dir: Path) -> list[dict[str, Any]]:
     """The workers of ``data_dir`` that are (or may be) alive, newest file first."""
     host = socket.gethostname()
@@ -56,7 +48,7 @@ def live_workers(data_dir: Path) -> list[dict[str, Any]]:
             continue  # removed meanwhile, or not ours
         if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
             continue
-        if info.get("host") == host and not _alive(info["pid"]):
+        if info.get("host") == host and not pid_alive(info["pid"]):
             path.unlink(missing_ok=True)  # a killed worker's leftover
             continue
         found.append((mtime, info))
