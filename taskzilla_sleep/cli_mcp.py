@@ -9,19 +9,15 @@ request brings its own bearer token. A forget takes the consolidation lease like
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import socket
-import threading
-from collections.abc import Iterator
-from types import FrameType
 from typing import Any
 
 import structlog
 
 from taskzilla_sleep.access import Access, Tokens
 from taskzilla_sleep.cli_memory import port_number
+from taskzilla_sleep.cli_ops import on_sigterm
 from taskzilla_sleep.errors import ConfigError, Unauthorized
 from taskzilla_sleep.settings import Secrets, Settings
 
@@ -81,23 +77,6 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-@contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """SIGTERM (an MCP host stopping its server) ends the stdio server cleanly: the stores are closed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(_signum: int, _frame: FrameType | None) -> None:
-        raise SystemExit(0)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from zoneinfo import ZoneInfo
 
@@ -132,7 +111,8 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> i
             server = build_server(service, access)
             if access is not None:  # stdout is the protocol's: nothing else may be printed there
                 log.info("mcp_serving", transport="stdio", who=access.name, role=access.role)
-                with _sigterm_exits():
+                # SIGTERM (an MCP host stopping its server) ends it cleanly: the stores are closed.
+                with on_sigterm(lambda: SystemExit(0)):
                     anyio.run(server.run_stdio_async)
                 return 0
             import uvicorn

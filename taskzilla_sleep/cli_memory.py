@@ -35,6 +35,18 @@ def record_by(args: argparse.Namespace) -> None:
         args.by = name if name.startswith("cli:") else f"cli:{name}"
 
 
+def read_input(file: str) -> tuple[str, str]:
+    """A command's input file ('-': stdin) as UTF-8 text, with the name errors give it."""
+    source = "<stdin>" if file == "-" else file
+    try:
+        raw = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        return source, raw.decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {source}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
 def _login_name() -> str:
     try:
         return getpass.getuser()
@@ -216,14 +228,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin.transfer import import_team, parse_export
 
-    source = "<stdin>" if args.file == "-" else args.file
-    try:
-        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-        text = raw.decode("utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {source}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    source, text = read_input(args.file)
     lines = text.splitlines()
     parse_export(lines, source)  # a bad file costs no store start and writes nothing
     with build(settings, secrets) as s, _lease(s.graph, settings):

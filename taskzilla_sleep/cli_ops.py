@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType
 
+from taskzilla_sleep.cli_memory import read_input
 from taskzilla_sleep.ingest import IngestProgress, IngestReport
 from taskzilla_sleep.settings import Secrets, Settings
 
@@ -25,17 +25,22 @@ EXIT_INTERRUPTED = 130
 PROGRESS_EVERY_S = 5.0
 
 
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
     """SIGTERM acts like Ctrl-C: the command records what it did, releases its lease and exits 130."""
+    return on_sigterm(KeyboardInterrupt)
+
+
+@contextlib.contextmanager
+def on_sigterm(error: Callable[[], BaseException]) -> Iterator[None]:
+    """While the body runs (in the main thread: signals reach no other), SIGTERM raises ``error()``."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+    def raise_it(_signum: int, _frame: FrameType | None) -> None:
+        raise error()
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_it)
     try:
         yield
     finally:
@@ -112,16 +117,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     from taskzilla_sleep.app import build
     from taskzilla_sleep.ingest import Limits, episode_lines, parse_episode_lines
 
-    source = "<stdin>" if args.file == "-" else args.file
-    try:
-        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-        text = data.decode("utf-8")
-    except OSError as exc:
-        print(f"taskzilla-sleep: cannot read {source}: {exc.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as exc:
-        print(f"taskzilla-sleep: {source}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
-        return 1
+    source, text = read_input(args.file)  # InputError: one line naming the file, exit 1
 
     lines = episode_lines(text)
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
