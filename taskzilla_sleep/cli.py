@@ -374,13 +374,13 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
 
 
 def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep import contradictions
+    from taskzilla_sleep import contradictions, resolving
     from taskzilla_sleep.app import build
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
             same = contradictions.resolved_the_same_way(s.graph.get_contradiction(args.id), args.keep, args.note)
-            c = contradictions.resolve(
+            c = resolving.resolve(  # also answers the chat alerts about it
                 s.graph,
                 s.vectors,
                 args.id,

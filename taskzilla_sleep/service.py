@@ -15,8 +15,8 @@ from typing import IO, Literal
 import structlog
 from pydantic import BaseModel
 
-from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep import facts as fact_book
+from taskzilla_sleep import resolving
 from taskzilla_sleep.access import Access
 from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter, list_alerts, requeue_alerts
 from taskzilla_sleep.errors import BadRequest, NotFound
@@ -208,7 +208,7 @@ class MemoryService:
     def resolve(self, access: Access, cid: str, keep: Keep, note: str | None) -> Contradiction:
         c = self._visible_contradiction(access, cid)
         access.require("write", c.team)
-        done = human_loop.resolve(
+        done = resolving.resolve(
             self.graph,
             self.vectors,
             cid,

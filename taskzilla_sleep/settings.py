@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME, TEAM_RE
@@ -233,9 +233,20 @@ class ApiSettings(_Section):
     default_team: str | None = None  # the team of a request that names none (else 400)
     ingest_concurrency: int = Field(default=1, ge=1, le=16)  # ingests running at once
     ingest_queue: int = Field(default=8, ge=0, le=1000)  # ingests waiting; more: 429 + Retry-After
+    # The worker's address as people reach it (e.g. https://memory.example.com): chat alerts link to
+    # the console page of a contradiction under it. None: no link.
+    public_url: str | None = None
 
     _host = field_validator("host")(_plain_host)
-    _blank = field_validator("default_team", "tokens_file", mode="before")(_unset_if_blank)
+    _blank = field_validator("default_team", "tokens_file", "public_url", mode="before")(_unset_if_blank)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, v: str | None) -> str | None:
+        p = urlsplit(v or "")
+        if v is not None and (p.scheme not in ("http", "https") or not p.hostname or "@" in p.netloc or p.query):
+            raise ValueError("must be an http(s) URL (no user, password or query), e.g. https://memory.example.com")
+        return v.rstrip("/") if v else v
 
     @field_validator("tokens")
     @classmethod
@@ -260,6 +271,26 @@ class AlertChannel(_Section):
     enabled: bool = True
     # The teams whose alerts this channel gets; "*" is every team (and the team-less nightly summary).
     teams: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
+    # Resolving from chat (buttons). Slack: the env var of the app's signing secret, and the Slack
+    # channel id (C0123...) a click must come from; Telegram: the env var of setWebhook's secret_token.
+    signing_secret_env: str | None = None
+    channel_id: str | None = None
+    webhook_secret_env: str | None = None
+
+    @model_validator(mode="after")
+    def _interactivity(self) -> AlertChannel:
+        if self.signing_secret_env and self.kind != "slack":
+            raise ValueError("signing_secret_env is for slack channels (telegram: webhook_secret_env)")
+        if self.webhook_secret_env and self.kind != "telegram":
+            raise ValueError("webhook_secret_env is for telegram channels (slack: signing_secret_env)")
+        if self.signing_secret_env and not self.channel_id:
+            raise ValueError("channel_id (the Slack channel id, e.g. C0123ABCD) is required with signing_secret_env")
+        return self
+
+    @property
+    def interactive(self) -> bool:
+        """Whether people resolve from this channel: its alerts carry buttons."""
+        return bool(self.signing_secret_env or self.webhook_secret_env)
 
     @field_validator("teams")
     @classmethod

@@ -256,7 +256,11 @@ class Worker:
 
         now = self.clock.now()
         self._outbox.sync_contradictions(
-            self.settings.alerts.channels, now, self._outbox.evidence_examples, tz=self.schedule.tz
+            self.settings.alerts.channels,
+            now,
+            self._outbox.evidence_examples,
+            tz=self.schedule.tz,
+            public_url=self.settings.api.public_url,
         )
         deliver_due(self._outbox, self._senders, self.settings.alerts, now)
 
@@ -280,12 +284,16 @@ class Worker:
 
     def api_deps(self) -> ApiDeps:
         from taskzilla_sleep.api import ApiDeps
+        from taskzilla_sleep.chatops.ops import ChatOps
+        from taskzilla_sleep.chatops.routes import chat_mounts
         from taskzilla_sleep.mcp_server import build_server, mcp_route
 
         tokens = Tokens.from_settings(self.settings.api, self._api_token)
         api = self.settings.api
         mcp = mcp_route(build_server(self.memory, None), tokens, api.host, api.max_body_bytes)
-        return ApiDeps(service=self.memory, tokens=tokens, status=self.status, metrics=self.metrics, mounts=[mcp])
+        chat = chat_mounts(ChatOps.from_settings(self.memory, self._env))  # Slack/Telegram buttons
+        mounts = [mcp, *chat]
+        return ApiDeps(service=self.memory, tokens=tokens, status=self.status, metrics=self.metrics, mounts=mounts)
 
     def _start_api(self) -> None:
         import uvicorn

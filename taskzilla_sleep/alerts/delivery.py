@@ -243,13 +243,13 @@ def _attempt(
     """One POST of one alert, recorded in the outbox. True if it was delivered."""
     ctx = {"alert_key": alert.key, "channel": sender.channel, "kind": alert.kind}
     try:
-        sender.send(alert.message, alert.key)
+        ref = sender.send(alert.message, alert.key)  # the posted message's id, when the channel gives one
     except Exception as exc:
         error = str(exc) if isinstance(exc, DeliveryError) else sender.mask(f"{type(exc).__name__}: {exc}")
         _failed(outbox, sender, strategy.decide(alert.attempts, exc, now, rng), alert, now, error, ctx, rep)
         return False
     try:
-        outbox.mark_delivered(alert.key, now)
+        outbox.mark_delivered(alert.key, now, ref)
     except Exception as store_exc:
         # Posted but not recorded: it will be posted again after the lease, with the same key.
         log.error("alert_mark_failed", **ctx, error=sender.mask(str(store_exc))[:ERROR_MAX])

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
@@ -90,6 +91,14 @@ class AlertMessage(_Frozen):
     old: Belief | None = None
     new: Belief | None = None
     resolve: Resolve | None = None
+    console_url: str | None = None  # the contradiction's page in the console (api.public_url is set)
+    # A resolution (kind "resolution"): what was decided, by whom, and the channel's id of the alert
+    # it answers (a Telegram message_id), when the channel gave one.
+    resolution: str | None = None
+    resolved_by: str | None = None
+    resolved_at: datetime | None = None
+    note: str | None = None
+    reply_to: str | None = None
 
     @property
     def text(self) -> str:
@@ -161,6 +170,7 @@ def format_contradiction(
     new_examples: Sequence[Episode],
     *,
     tz: tzinfo = UTC,
+    console_url: str | None = None,
 ) -> AlertMessage:
     """The alert for one contradiction: both beliefs, their evidence, the id and how to resolve it.
 
@@ -221,6 +231,39 @@ def format_contradiction(
         old=ob,
         new=nb,
         resolve=how,
+        console_url=console_url,
+    )
+
+
+def console_link(public_url: str | None, contradiction_id: str) -> str | None:
+    """The console page of a contradiction under ``api.public_url`` (None when that is not set)."""
+    return f"{public_url.rstrip('/')}/ui/contradictions/{quote(contradiction_id, safe='')}" if public_url else None
+
+
+def resolution_line(c: Contradiction) -> str:
+    """What a resolution says in chat: "resolved by slack:U123 (alice): kept new"."""
+    what = f"kept {c.resolution}" if c.resolution else "closed"
+    return f"resolved by {c.resolved_by or 'someone'}: {what}" + (f" ({one_line(c.note, 200)})" if c.note else "")
+
+
+def format_resolution(c: Contradiction, reply_to: str | None = None, console_url: str | None = None) -> AlertMessage:
+    """The answer to a delivered contradiction alert once a person resolved it (any way: chat,
+    console, command line, API)."""
+    line = resolution_line(c)
+    return AlertMessage(
+        kind="resolution",
+        id=c.id,
+        team=c.team,
+        title=f"Contradiction {c.id} in {c.team} {line}",
+        sections=(Section(body=f"Contradiction {c.id} {line}.", essential=True),),
+        contradiction_kind=c.kind.value,
+        opened_at=c.opened_at,
+        console_url=console_url,
+        resolution=c.resolution,
+        resolved_by=c.resolved_by,
+        resolved_at=c.resolved_at,
+        note=c.note,
+        reply_to=reply_to,
     )
 
 

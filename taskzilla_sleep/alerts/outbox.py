@@ -20,10 +20,18 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 import structlog
 
-from taskzilla_sleep.alerts.message import EXAMPLES_PER_BELIEF, AlertMessage, format_contradiction, format_summary
+from taskzilla_sleep.alerts.actions import digest
+from taskzilla_sleep.alerts.message import (
+    EXAMPLES_PER_BELIEF,
+    AlertMessage,
+    console_link,
+    format_contradiction,
+    format_resolution,
+    format_summary,
+)
 from taskzilla_sleep.alerts.senders import ERROR_MAX
 from taskzilla_sleep.errors import NotFound, StoreError
-from taskzilla_sleep.models import ContradictionStatus, Episode, EpisodeStatus, Pattern
+from taskzilla_sleep.models import Contradiction, ContradictionStatus, Episode, EpisodeStatus, Pattern
 from taskzilla_sleep.settings import AlertChannel
 from taskzilla_sleep.stores.ports import AlertKind, AlertRecord, AlertStatus, GraphStore
 
@@ -87,6 +95,7 @@ class Outbox:
         examples_for: ExamplesFor | None = None,
         *,
         tz: tzinfo = UTC,
+        public_url: str | None = None,
     ) -> int:
         """Queue an alert per enabled channel routing its team (``teams``) for every OPEN contradiction that lacks one.
 
@@ -111,7 +120,9 @@ class Outbox:
             if old is None or new is None:
                 log.warning("alert_not_queued", reason="belief_missing", contradiction_id=c.id)
                 continue
-            payload = format_contradiction(c, old, new, examples(old), examples(new), tz=tz).model_dump_json()
+            link = console_link(public_url, c.id)
+            msg = format_contradiction(c, old, new, examples(old), examples(new), tz=tz, console_url=link)
+            payload = msg.model_dump_json()
             records += [
                 _new_alert(c.id, name, channels[name].kind, "contradiction", c.team, payload, now, c.id)
                 for name in missing
@@ -121,6 +132,39 @@ class Outbox:
         if records:
             log.info("alerts_queued", kind="contradiction", alerts=len(records), contradictions=len(todo))
         return len(records)
+
+    def answer_resolution(self, c: Contradiction, now: datetime) -> int:
+        """Queue the answer to every delivered alert of the resolved ``c``: one per channel, keyed
+        ``{id}.resolution:{channel}``, so repeating a resolution queues nothing twice. An alert not
+        delivered yet needs no answer: delivery drops it as obsolete. Returns how many were queued."""
+        if c.status is not ContradictionStatus.RESOLVED:
+            return 0
+        with self._store() as g:
+            sent = [a for a in g.alerts("delivered") if a.contradiction_id == c.id and a.kind == "contradiction"]
+        records: builtins.list[AlertRecord] = []
+        for a in sent:
+            try:
+                link = Alert.of(a).message.console_url
+            except ValueError:  # a payload this version cannot read: answer without the link
+                link = None
+            payload = format_resolution(c, reply_to=a.message_ref, console_url=link).model_dump_json()
+            records.append(
+                _new_alert(f"{c.id}.resolution", a.channel, a.channel_kind, "resolution", c.team, payload, now, c.id)
+            )
+        if records:
+            with self._store() as g:
+                g.queue_alerts(records)
+            log.info("alerts_queued", kind="resolution", alerts=len(records), contradiction_id=c.id)
+        return len(records)
+
+    def alerted_contradiction(self, channel: str, ref: str) -> str | None:
+        """The id of the contradiction ``channel`` was alerted about whose digest is ``ref`` (a
+        Telegram button too small for a long id carries its digest), or None."""
+        for a in self.list():
+            cid = a.contradiction_id
+            if a.channel == channel and a.kind == "contradiction" and cid is not None and digest(cid) == ref:
+                return cid
+        return None
 
     def enqueue_summary(self, key: str, text: str, channels: Mapping[str, AlertChannel], now: datetime) -> int:
         """Queue a summary (key e.g. ``summary_2026-11-28``) once per enabled channel; idempotent.
@@ -151,10 +195,10 @@ class Outbox:
             record = g.claim_alert(channel, now, now + lease)
         return Alert.of(record) if record is not None else None
 
-    def mark_delivered(self, key: str, now: datetime) -> bool:
+    def mark_delivered(self, key: str, now: datetime, message_ref: str | None = None) -> bool:
         """False if it was already delivered (another replica, or a repeat after a crash)."""
         with self._store() as g:
-            return g.mark_alert_delivered(key, now)
+            return g.mark_alert_delivered(key, now, message_ref)
 
     def obsolete_reason(self, alert: Alert) -> str | None:
         """Why ``alert`` must not be sent any more (its contradiction is no longer open), or None."""

@@ -12,6 +12,14 @@ import html
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from taskzilla_sleep.alerts.actions import (
+    KEEPS,
+    LABELS,
+    SLACK_ACTIONS_BLOCK,
+    SLACK_CONSOLE_ACTION,
+    SLACK_KEEP_PREFIX,
+    telegram_callback,
+)
 from taskzilla_sleep.alerts.message import AlertMessage, Section, render_plain
 from taskzilla_sleep.text import ELLIPSIS, one_line
 
@@ -21,6 +29,10 @@ TELEGRAM_MAX_CHARS = 4096  # Bot API sendMessage limit (measured here in UTF-16 
 SLACK_HEADER_MAX = 150
 SLACK_SECTION_MAX = 3000
 SLACK_MAX_BLOCKS = 50
+SLACK_BUTTON_TEXT_MAX = 75
+SLACK_VALUE_MAX = 2000  # a button's value
+SLACK_URL_MAX = 3000  # a link button's url
+CONSOLE_LABEL = "Open in console"
 
 
 def _cut(text: str, keep: int) -> str:
@@ -91,10 +103,26 @@ def _telegram_html(title: str, sections: Sequence[Section]) -> str:
     return "\n\n".join(out)
 
 
-def telegram_payload(msg: AlertMessage, chat_id: str) -> Json:
-    """Bot API ``sendMessage`` body: HTML parse mode, escaped, within 4096 characters."""
+def telegram_keyboard(msg: AlertMessage) -> Json | None:
+    """An inline keyboard: one row of keep new / old / both, and a console link when there is one."""
+    if msg.kind != "contradiction":
+        return None
+    rows: list[list[Json]] = [[{"text": LABELS[k], "callback_data": telegram_callback(msg.id, k)} for k in KEEPS]]
+    if msg.console_url:
+        rows.append([{"text": CONSOLE_LABEL, "url": msg.console_url}])
+    return {"inline_keyboard": rows}
+
+
+def telegram_payload(msg: AlertMessage, chat_id: str, buttons: bool = False) -> Json:
+    """Bot API ``sendMessage`` body: HTML parse mode, escaped, within 4096 characters; with
+    ``buttons`` a contradiction gets its inline keyboard, and a resolution replies to its alert."""
     _, text, ok = _fit(msg.sections, lambda ss: _telegram_html(msg.title, ss), TELEGRAM_MAX_CHARS, utf16_len)
     body: Json = {"chat_id": chat_id, "link_preview_options": {"is_disabled": True}}
+    keyboard = telegram_keyboard(msg) if buttons else None
+    if keyboard is not None:
+        body["reply_markup"] = keyboard
+    if msg.reply_to is not None and msg.reply_to.isdigit():
+        body["reply_parameters"] = {"message_id": int(msg.reply_to), "allow_sending_without_reply": True}
     if ok:
         return body | {"text": text, "parse_mode": "HTML"}
     # Only essential parts left and still too long: plain text can be clipped anywhere safely.
@@ -136,8 +164,25 @@ def _slack_pieces(s: Section) -> Iterator[Section]:
         first = False
 
 
-def slack_payload(msg: AlertMessage) -> Json:
-    """Incoming-webhook body: ``text`` (the notification fallback) and ``blocks`` of mrkdwn sections."""
+def _slack_button(text: str, action_id: str, **extra: str) -> Json:
+    label = {"type": "plain_text", "text": one_line(text, SLACK_BUTTON_TEXT_MAX), "emoji": False}
+    return {"type": "button", "action_id": action_id, "text": label, **extra}
+
+
+def slack_actions(msg: AlertMessage) -> Json | None:
+    """The actions block of a contradiction: keep new / old / both, and "Open in console" (a link)."""
+    if msg.kind != "contradiction" or len(msg.id) > SLACK_VALUE_MAX:
+        return None
+    elements = [_slack_button(LABELS[k], SLACK_KEEP_PREFIX + k, value=msg.id) for k in KEEPS]
+    elements[0]["style"] = "primary"
+    if msg.console_url and len(msg.console_url) <= SLACK_URL_MAX:
+        elements.append(_slack_button(CONSOLE_LABEL, SLACK_CONSOLE_ACTION, url=msg.console_url))
+    return {"type": "actions", "block_id": SLACK_ACTIONS_BLOCK, "elements": elements}
+
+
+def slack_payload(msg: AlertMessage, buttons: bool = False) -> Json:
+    """Incoming-webhook body: ``text`` (the notification fallback) and ``blocks`` of mrkdwn sections;
+    with ``buttons``, a contradiction ends with its actions block (never cut by the block limit)."""
     blocks: list[Json] = [
         {
             "type": "header",
@@ -148,10 +193,12 @@ def slack_payload(msg: AlertMessage) -> Json:
         for piece in _slack_pieces(s):
             _, text, _ok = _fit([piece], _slack_mrkdwn, SLACK_SECTION_MAX, force=True)
             blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_SECTION_MAX]}})
-    if len(blocks) > SLACK_MAX_BLOCKS:
-        blocks = blocks[: SLACK_MAX_BLOCKS - 1] + [
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": "(truncated)"}]}
-        ]
+    actions = slack_actions(msg) if buttons else None
+    room = SLACK_MAX_BLOCKS - (1 if actions else 0)
+    if len(blocks) > room:
+        blocks = blocks[: room - 1] + [{"type": "context", "elements": [{"type": "mrkdwn", "text": "(truncated)"}]}]
+    if actions:
+        blocks.append(actions)
     fallback = f"{msg.title} ({msg.id})" if msg.kind == "contradiction" else msg.title
     return {"text": _slack_escape(one_line(fallback, SLACK_SECTION_MAX)), "blocks": blocks}
 
@@ -169,7 +216,13 @@ def webhook_payload(msg: AlertMessage, idempotency_key: str) -> Json:
         "text": render_plain(msg),
         "idempotency_key": idempotency_key,
     }
+    data = msg.model_dump(mode="json")  # one serialisation for every time: ISO 8601, "Z" for UTC
     if msg.kind == "contradiction":
-        data = msg.model_dump(mode="json")  # one serialisation for every time: ISO 8601, "Z" for UTC
         body |= {k: data[k] for k in ("reason", "opened_at", "old", "new", "resolve")}
+    elif msg.kind == "resolution":
+        body |= {"contradiction_id": msg.id} | {
+            k: data[k] for k in ("resolution", "resolved_by", "resolved_at", "note", "reply_to")
+        }
+    if msg.console_url:
+        body["console_url"] = msg.console_url
     return body

@@ -59,9 +59,11 @@ class Sender(ABC):
         secrets: Sequence[str],
         timeout_s: float,
         transport: httpx.BaseTransport | None = None,
+        buttons: bool = False,
     ) -> None:
         self.channel = channel
         self.timeout_s = timeout_s
+        self.buttons = buttons  # people resolve from this channel: contradiction alerts carry buttons
         self._url = SecretStr(url)  # shown as ********** by vars(), debuggers and pydantic dumps
         self._secrets = _secret_variants(secrets)
         parts = urlsplit(url)
@@ -78,21 +80,29 @@ class Sender(ABC):
             text = text.replace(s, MASK)
         return text
 
-    def send(self, msg: AlertMessage, idempotency_key: str) -> None:
-        """POST the message; return on 2xx, else raise DeliveryError (secret-free)."""
+    def send(self, msg: AlertMessage, idempotency_key: str) -> str | None:
+        """POST the message; on 2xx return the channel's id of the posted message (None when the
+        channel gives none), else raise DeliveryError (secret-free)."""
         body = self.payload(msg, idempotency_key)
         # The key goes in a header on every channel: receivers and proxies that understand it
         # dedupe retries; Slack and Telegram ignore it.
-        headers = {"Idempotency-Key": idempotency_key}
+        resp = self._post(self._url.get_secret_value(), body, {"Idempotency-Key": idempotency_key})
+        return self.message_ref(resp)
+
+    def message_ref(self, resp: httpx.Response) -> str | None:
+        return None
+
+    def _post(self, url: str, body: Json, headers: dict[str, str] | None = None) -> httpx.Response:
+        """POST ``body`` as JSON; the response on 2xx, else DeliveryError (secret-free)."""
         try:
-            resp = self._client.post(self._url.get_secret_value(), json=body, headers=headers)
+            resp = self._client.post(url, json=body, headers=headers)
         except httpx.TimeoutException:
             # `from None`: the httpx exception carries the request URL, i.e. the secret.
             raise DeliveryError(f"timed out after {self.timeout_s:g}s") from None
         except httpx.HTTPError as exc:
             raise DeliveryError(self.mask(f"{type(exc).__name__}: {exc}")[:ERROR_MAX]) from None
         if 200 <= resp.status_code < 300:
-            return
+            return resp
         status = resp.status_code
         detail = self.mask(self._detail(resp))
         raise DeliveryError(
@@ -127,11 +137,18 @@ class Sender(ABC):
 class SlackSender(Sender):
     kind: ClassVar[ChannelKind] = "slack"
 
-    def __init__(self, channel: str, url: str, timeout_s: float, transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(channel, url, _url_secrets(url), timeout_s, transport)
+    def __init__(
+        self,
+        channel: str,
+        url: str,
+        timeout_s: float,
+        transport: httpx.BaseTransport | None = None,
+        buttons: bool = False,
+    ) -> None:
+        super().__init__(channel, url, _url_secrets(url), timeout_s, transport, buttons)
 
     def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
-        return slack_payload(msg)
+        return slack_payload(msg, buttons=self.buttons)
 
 
 class WebhookSender(Sender):
@@ -155,14 +172,29 @@ class TelegramSender(Sender):
         timeout_s: float,
         api_base: str = TELEGRAM_API_BASE,
         transport: httpx.BaseTransport | None = None,
+        buttons: bool = False,
     ) -> None:
-        url = f"{api_base.rstrip('/')}/bot{token}/sendMessage"
+        bot = f"{api_base.rstrip('/')}/bot{token}"
+        url = f"{bot}/sendMessage"
         # The token is "<bot id>:<secret>"; mask the whole token and the secret half on its own.
-        super().__init__(channel, url, [url, token, token.partition(":")[2]], timeout_s, transport)
+        super().__init__(channel, url, [url, bot, token, token.partition(":")[2]], timeout_s, transport, buttons)
+        self._bot = SecretStr(bot)
         self.chat_id = chat_id
 
     def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
-        return telegram_payload(msg, self.chat_id)
+        return telegram_payload(msg, self.chat_id, buttons=self.buttons)
+
+    def message_ref(self, resp: httpx.Response) -> str | None:
+        """sendMessage answers ``{"ok": true, "result": {"message_id": 42, ...}}``: later replies thread to it."""
+        try:
+            ref = resp.json()["result"]["message_id"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return str(ref) if isinstance(ref, int) else None
+
+    def call(self, method: str, body: Json) -> None:
+        """Another Bot API method (answerCallbackQuery, editMessageReplyMarkup); DeliveryError on failure."""
+        self._post(f"{self._bot.get_secret_value()}/{method}", body)
 
     def _detail(self, resp: httpx.Response) -> str:
         try:
@@ -178,6 +210,18 @@ class TelegramSender(Sender):
             return float(data["parameters"]["retry_after"])
         except (ValueError, KeyError, TypeError):
             return super()._retry_after(resp)
+
+
+def build_sender(
+    name: str, ch: AlertChannel, timeout_s: float, env: Mapping[str, str], transport: httpx.BaseTransport | None = None
+) -> Sender:
+    """One channel's sender (the chat endpoints use it to call the Bot API); ConfigError as build_senders."""
+    return _build_sender(name, ch, timeout_s, env, transport)
+
+
+def env_secret(env: Mapping[str, str], name: str, ch: AlertChannel, var: str | None, option: str, what: str) -> str:
+    """A channel's secret from the environment variable the setting names; ConfigError naming both."""
+    return _env_secret(env, name, ch.kind, var, option, what)
 
 
 def _env_secret(env: Mapping[str, str], name: str, kind: str, var: str | None, option: str, what: str) -> str:
@@ -224,11 +268,14 @@ def _build_sender(
         if not ch.chat_id:
             raise ConfigError(f"config error: alerts.channels.{name} (telegram): chat_id is required")
         base = env.get(TELEGRAM_API_BASE_ENV, "").strip() or TELEGRAM_API_BASE
-        return TelegramSender(name, token, ch.chat_id, timeout_s, api_base=base, transport=transport)
+        return TelegramSender(
+            name, token, ch.chat_id, timeout_s, api_base=base, transport=transport, buttons=ch.interactive
+        )
     url = _env_secret(env, name, ch.kind, ch.url_env, "url_env", "the webhook URL")
     _check_url(name, ch.kind, str(ch.url_env), url)
-    cls = SlackSender if ch.kind == "slack" else WebhookSender
-    return cls(name, url, timeout_s, transport=transport)
+    if ch.kind == "slack":
+        return SlackSender(name, url, timeout_s, transport=transport, buttons=ch.interactive)
+    return WebhookSender(name, url, timeout_s, transport=transport)
 
 
 def close_senders(senders: Mapping[str, Sender]) -> None:

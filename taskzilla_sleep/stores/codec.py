@@ -282,4 +282,5 @@ def alert_from_props(p: Row) -> AlertRecord:
         last_attempt_at=_time(p, "last_attempt_at"),
         delivered_at=_time(p, "delivered_at"),
         dropped_reason=p.get("dropped_reason"),
+        message_ref=p.get("message_ref"),
     )

@@ -267,9 +267,10 @@ class OutboxStore(Protocol):
         replica sends it meanwhile); None when nothing is due."""
         ...
 
-    def mark_alert_delivered(self, key: str, now: datetime) -> bool:
-        """Only a pending alert becomes delivered; False otherwise (already delivered by another
-        replica or before a crash, failed, dropped, or no such alert)."""
+    def mark_alert_delivered(self, key: str, now: datetime, message_ref: str | None = None) -> bool:
+        """Only a pending alert becomes delivered (with the channel's id of the posted message, when it
+        gives one); False otherwise (already delivered by another replica or before a crash, failed,
+        dropped, or no such alert)."""
         ...
 
     def mark_alert_dropped(self, key: str, reason: str) -> bool:

@@ -19,7 +19,8 @@ ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]
 PoisonKind = Literal["episode", "pattern", "contradiction"]
 LinkRelation = Literal["refines", "compatible"]
-AlertKind = Literal["contradiction", "summary"]
+# resolution: the answer to a delivered contradiction alert once a person resolved it
+AlertKind = Literal["contradiction", "summary", "resolution"]
 # dropped: never sent, and never will be (its contradiction was resolved before delivery; see dropped_reason)
 AlertStatus = Literal["pending", "delivered", "failed", "dropped"]
 VectorKind = Literal["episodes", "patterns"]
@@ -220,6 +221,8 @@ class AlertRecord(BaseModel):
     last_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
     dropped_reason: str | None = None  # why a ``dropped`` alert was not sent
+    # The channel's id of the posted message (a Telegram message_id), so a later answer can reply to it.
+    message_ref: str | None = None
 
 
 class VectorHit(BaseModel):

@@ -50,8 +50,9 @@ class CypherOutbox(CypherBase):
             # Another replica claimed the same alert between our match and our lock: take the next.
         return None
 
-    def mark_alert_delivered(self, key: str, now: datetime) -> bool:
-        return bool(self._write(Q["mark_alert_delivered"], {"key": key, "now": to_ms(now)}))
+    def mark_alert_delivered(self, key: str, now: datetime, message_ref: str | None = None) -> bool:
+        params = {"key": key, "now": to_ms(now), "ref": message_ref}
+        return bool(self._write(Q["mark_alert_delivered"], params))
 
     def mark_alert_dropped(self, key: str, reason: str) -> bool:
         return bool(self._write(Q["mark_alert_dropped"], {"key": key, "reason": reason}))

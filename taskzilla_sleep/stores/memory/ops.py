@@ -89,7 +89,7 @@ class MemoryOps(MemoryBeliefs):
             claimed = self.outbox[due[0].key] = due[0].model_copy(update={"next_attempt_at": until})
             return claimed
 
-    def mark_alert_delivered(self, key: str, now: datetime) -> bool:
+    def mark_alert_delivered(self, key: str, now: datetime, message_ref: str | None = None) -> bool:
         with self._lock:
             self._maybe_fail()
             a = self.outbox.get(key)
@@ -102,6 +102,7 @@ class MemoryOps(MemoryBeliefs):
                     "last_attempt_at": now,
                     "attempts": a.attempts + 1,
                     "last_error": None,
+                    "message_ref": message_ref,
                 }
             )
             return True

@@ -34,7 +34,7 @@ WITH a, a.status = 'pending' AS todo
 SET a._lock = null
 WITH a, todo WHERE todo
 SET a.status = 'delivered', a.delivered_at = $now, a.last_attempt_at = $now,
-    a.attempts = coalesce(a.attempts, 0) + 1, a.last_error = null
+    a.attempts = coalesce(a.attempts, 0) + 1, a.last_error = null, a.message_ref = $ref
 RETURN a.attempts AS attempts
 
 // -- mark_alert_dropped --
