@@ -140,17 +140,18 @@ class Outbox:
         if c.status is not ContradictionStatus.RESOLVED:
             return 0
         with self._store() as g:
-            sent = [a for a in g.alerts("delivered") if a.contradiction_id == c.id and a.kind == "contradiction"]
+            mine = [a for a in g.alerts() if a.contradiction_id == c.id]
+        item = f"{c.id}.resolution"
+        have = {a.key for a in mine if a.kind == "resolution"}
+        sent = [a for a in mine if a.kind == "contradiction" and a.status == "delivered"]
         records: builtins.list[AlertRecord] = []
-        for a in sent:
+        for a in (a for a in sent if alert_key(item, a.channel) not in have):
             try:
                 link = Alert.of(a).message.console_url
             except ValueError:  # a payload this version cannot read: answer without the link
                 link = None
             payload = format_resolution(c, reply_to=a.message_ref, console_url=link).model_dump_json()
-            records.append(
-                _new_alert(f"{c.id}.resolution", a.channel, a.channel_kind, "resolution", c.team, payload, now, c.id)
-            )
+            records.append(_new_alert(item, a.channel, a.channel_kind, "resolution", c.team, payload, now, c.id))
         if records:
             with self._store() as g:
                 g.queue_alerts(records)

@@ -1,0 +1,285 @@
+"""Resolving from chat against the running worker (uvicorn on 127.0.0.1, embedded FalkorDB and
+Chroma) and a real local HTTP receiver standing in for Slack (incoming webhook, response_url) and
+Telegram's Bot API: signed Slack button requests computed here with hmac, Telegram callbacks with
+and without the webhook's secret header, and the alert answered after every resolution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from taskzilla_sleep.app import build
+from taskzilla_sleep.models import Contradiction, ContradictionKind, ContradictionStatus
+from taskzilla_sleep.scheduler import ScaledClock
+from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.worker import Worker
+from tests.http_receiver import Received, Receiver
+from tests.unit.steps.conftest import episode, pattern
+
+NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
+SIGNING = "test-signing-secret-0123456789"
+TG_SECRET = "tg-webhook-secret_42"
+TG_TOKEN = "123456:tg-bot-token-secret-part"
+PUBLIC = "https://memory.example.com"
+
+
+@dataclass
+class Live:
+    url: str
+    worker: Worker
+    rx: Receiver
+
+    def deliver(self) -> None:
+        self.worker._alerts()  # the worker loop's own step: queue what is open, deliver what is due
+
+    def contradiction(self, name: str, team: str = "platform") -> Contradiction:
+        g = self.worker.services.graph
+        eps = [episode(f"{name}-{i}", f"{name} standup rule {i}", team=team) for i in range(4)]
+        g.upsert_episodes(eps, [])
+        old = pattern(f"{name}-old", "Standups are async.", eps[:2], team=team)
+        new = pattern(f"{name}-new", "Standup is a call.", eps[2:], team=team)
+        for p in (old, new):
+            g.write_pattern(p, [], [])
+        c = Contradiction(
+            id=f"con_{name}",
+            team=team,
+            old_pattern_id=old.id,
+            new_pattern_id=new.id,
+            kind=ContradictionKind.DISAGREEMENT,
+            opened_at=NOW,
+        )
+        g.open_contradiction(c, counter=2, old_confidence=0.5)
+        return c
+
+    def status(self, cid: str) -> Contradiction:
+        return self.worker.services.graph.get_contradiction(cid)
+
+    def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
+        req = urllib.request.Request(self.url + path, data=body, method="POST", headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                raw = r.read()
+                return r.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def wait_for(self, prefix: str, n: int = 1) -> list[Received]:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            got = self.rx.received(prefix)
+            if len(got) >= n:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"the receiver got {len(self.rx.received(prefix))} requests at {prefix}, wanted {n}")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    rx = Receiver(body=b'{"ok": true, "result": {"message_id": 777}}').start()
+    env = {
+        "SLACK_PLATFORM_URL": rx.url("/slack/platform-hook"),
+        "SLACK_INFRA_URL": rx.url("/slack/infra-hook"),
+        "SLACK_SIGNING": SIGNING,
+        "TG_TOKEN": TG_TOKEN,
+        "TG_SECRET": TG_SECRET,
+        "HOOK_URL": rx.url("/hook"),
+        "TASKZILLA_TELEGRAM_API_BASE": rx.url("/tg"),
+    }
+    slack = {"kind": "slack", "signing_secret_env": "SLACK_SIGNING"}
+    channels = {
+        "platform-slack": slack | {"url_env": "SLACK_PLATFORM_URL", "channel_id": "CPLAT", "teams": ["platform"]},
+        "infra-slack": slack | {"url_env": "SLACK_INFRA_URL", "channel_id": "CINFRA", "teams": ["infra"]},
+        "platform-tg": {
+            "kind": "telegram",
+            "token_env": "TG_TOKEN",
+            "chat_id": "-1001",
+            "webhook_secret_env": "TG_SECRET",
+            "teams": ["platform"],
+        },
+        "hook": {"kind": "webhook", "url_env": "HOOK_URL"},
+    }
+    settings = load_settings(
+        env={"TASKZILLA_DATA_DIR": str(tmp_path_factory.mktemp("chat"))},
+        overrides={"alerts.channels": channels, "api.public_url": PUBLIC, "api.default_team": "platform"},
+    )
+    try:
+        with build(settings) as services:
+            worker = Worker(services, ScaledClock(NOW, 0.0), serve_api=True, api_port=0, env=env)
+            url = worker.start_api()
+            assert url is not None
+            try:
+                yield Live(url, worker, rx)
+            finally:
+                worker._server.should_exit = True
+                if worker._api_thread is not None:
+                    worker._api_thread.join(timeout=10)
+    finally:
+        rx.stop()
+
+
+def slack_click(
+    cid: str, keep: str, *, channel: str = "CPLAT", response: str, blocks: list[Any] | None = None
+) -> bytes:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U042", "username": "alice", "team_id": "T1"},
+        "channel": {"id": channel, "name": "platform"},
+        "actions": [{"type": "button", "action_id": f"tz_keep_{keep}", "block_id": "tz_resolve", "value": cid}],
+        "response_url": response,
+        "message": {"blocks": blocks or []},
+    }
+    return urllib.parse.urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def signed(body: bytes, *, secret: str = SIGNING, ts: int | None = None) -> dict[str, str]:
+    stamp = str(int(time.time()) if ts is None else ts)
+    sig = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": sig,
+    }
+
+
+def test_a_person_resolves_by_a_signed_slack_button_and_sees_the_alert_answered(live: Live) -> None:
+    c = live.contradiction("slackdone")
+    live.deliver()
+    (alert,) = [r.json() for r in live.rx.received("/slack/platform-hook") if c.id in json.dumps(r.json())]
+    actions = alert["blocks"][-1]
+    assert [b["action_id"] for b in actions["elements"]] == [
+        "tz_keep_new",
+        "tz_keep_old",
+        "tz_keep_both",
+        "tz_open_console",
+    ]
+    assert actions["elements"][3]["url"] == f"{PUBLIC}/ui/contradictions/{c.id}"
+    sent_tg = [r.json() for r in live.rx.received("/tg/") if c.id in json.dumps(r.json())]
+    assert sent_tg[0]["reply_markup"]["inline_keyboard"][0][0]["callback_data"] == f"tz:new:{c.id}"
+
+    body = slack_click(c.id, "new", response=live.rx.url("/slack/response/1"), blocks=alert["blocks"])
+    status, _ = live.post("/chat/slack/interactions", body, signed(body))
+    assert status == 200
+    done = live.status(c.id)
+    assert (done.status, done.resolution, done.resolved_by) == (
+        ContradictionStatus.RESOLVED,
+        "new",
+        "slack:U042 (alice)",
+    )
+    # Slack's response_url: the alert replaced in place, its buttons gone, the decision shown.
+    (update,) = live.wait_for("/slack/response/1")
+    answer = update.json()
+    assert answer["replace_original"] is True
+    assert all(b["type"] != "actions" for b in answer["blocks"])
+    assert "resolved by slack:U042 (alice): kept new" in answer["text"]
+
+    before = len(live.rx.requests)
+    live.deliver()  # the outbox answers every channel the alert went to
+    answers = [r for r in live.rx.requests[before:] if c.id in r.body.decode()]
+    by_path = {r.path.split("/")[1]: r.json() for r in answers}
+    assert sorted(by_path) == ["hook", "slack", "tg"]
+    assert "resolved by slack:U042 (alice): kept new" in by_path["slack"]["text"]
+    assert by_path["tg"]["reply_parameters"]["message_id"] == 777  # threads under the Telegram alert
+    assert by_path["hook"]["type"] == "resolution" and by_path["hook"]["resolved_by"] == "slack:U042 (alice)"
+
+    # The same decision again over the API is a no-op 200 that posts nothing new.
+    again = json.dumps({"keep": "new"}).encode()
+    status, _ = live.post(f"/v1/contradictions/{c.id}/resolve", again, {"Content-Type": "application/json"})
+    assert status == 200
+    before = len(live.rx.requests)
+    live.deliver()
+    assert [r for r in live.rx.requests[before:] if c.id in r.body.decode()] == []
+
+
+def test_a_wrong_stale_or_replayed_signature_is_refused_and_resolves_nothing(live: Live) -> None:
+    c = live.contradiction("badsig")
+    body = slack_click(c.id, "old", response=live.rx.url("/slack/response/bad"))
+    for headers in (
+        signed(body, secret="not-the-secret"),
+        signed(body, ts=int(time.time()) - 301),  # correctly signed, but stale
+        {"Content-Type": "application/x-www-form-urlencoded"},  # not signed at all
+    ):
+        status, err = live.post("/chat/slack/interactions", body, headers)
+        assert status == 401, err
+        assert live.status(c.id).status is ContradictionStatus.OPEN
+    good = signed(body)
+    tampered = slack_click(c.id, "new", response=live.rx.url("/slack/response/bad"))
+    assert live.post("/chat/slack/interactions", tampered, good)[0] == 401  # the body is part of the signature
+    assert live.post("/chat/slack/interactions", body, good)[0] == 200
+    assert live.status(c.id).resolution == "old"
+    status, err = live.post("/chat/slack/interactions", body, good)  # the very same request again
+    assert status == 401 and "replayed" in err["error"]["message"]
+
+
+def test_a_click_from_a_channel_not_routed_to_the_contradictions_team_is_refused(live: Live) -> None:
+    c = live.contradiction("crossteam")  # team platform
+    for channel in ("CINFRA", "CUNKNOWN"):  # infra's channel (same Slack app), and one not configured
+        body = slack_click(c.id, "new", channel=channel, response=live.rx.url("/slack/response/x"))
+        status, err = live.post("/chat/slack/interactions", body, signed(body))
+        assert status == 403, err
+        assert channel in err["error"]["message"]
+        assert live.status(c.id).status is ContradictionStatus.OPEN
+
+
+def tg_update(cid: str, keep: str, chat: int = -1001) -> bytes:
+    return json.dumps(
+        {
+            "update_id": 1,
+            "callback_query": {
+                "id": "cbq-1",
+                "from": {"id": 42, "is_bot": False, "first_name": "Bob", "username": "bob"},
+                "message": {"message_id": 777, "chat": {"id": chat, "type": "supergroup"}},
+                "chat_instance": "x",
+                "data": f"tz:{keep}:{cid}",
+            },
+        }
+    ).encode()
+
+
+def test_a_telegram_button_resolves_only_with_the_webhooks_secret_header(live: Live) -> None:
+    c = live.contradiction("telegram")
+    body = tg_update(c.id, "both")
+    for headers in ({}, {"X-Telegram-Bot-Api-Secret-Token": "wrong"}):
+        status, _ = live.post("/chat/telegram/webhook", body, {"Content-Type": "application/json", **headers})
+        assert status == 401
+        assert live.status(c.id).status is ContradictionStatus.OPEN
+    headers = {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TG_SECRET}
+    before = len(live.rx.received(f"/tg/bot{TG_TOKEN}/answerCallbackQuery"))
+    status, answer = live.post("/chat/telegram/webhook", body, headers)
+    assert (status, answer["resolved"]) == (200, True)
+    done = live.status(c.id)
+    assert (done.resolution, done.resolved_by) == ("both", "telegram:42 (@bob)")
+    calls = live.wait_for(f"/tg/bot{TG_TOKEN}/answerCallbackQuery", before + 1)
+    assert calls[-1].json()["callback_query_id"] == "cbq-1"
+    assert "kept both" in calls[-1].json()["text"]
+    (edit, *_) = live.wait_for(f"/tg/bot{TG_TOKEN}/editMessageReplyMarkup")
+    assert edit.json()["reply_markup"] == {"inline_keyboard": []} and edit.json()["message_id"] == 777
+    # A chat that is not the channel's: told why in the callback answer, nothing changes.
+    other = live.contradiction("tgother")
+    status, answer = live.post("/chat/telegram/webhook", tg_update(other.id, "new", chat=-999), headers)
+    assert (status, answer["resolved"]) == (200, False)
+    assert live.status(other.id).status is ContradictionStatus.OPEN
+
+
+def test_an_api_resolve_answers_the_delivered_alert_too(live: Live) -> None:
+    c = live.contradiction("viaapi")
+    live.deliver()
+    body = json.dumps({"keep": "old", "note": "checked with Martin"}).encode()
+    status, _ = live.post(f"/v1/contradictions/{c.id}/resolve", body, {"Content-Type": "application/json"})
+    assert status == 200
+    before = len(live.rx.requests)
+    live.deliver()
+    answers = [r.json() for r in live.rx.requests[before:] if c.id in r.body.decode()]
+    assert len(answers) == 3  # platform Slack, platform Telegram, the every-team webhook
+    assert all("resolved by anonymous: kept old (checked with Martin)" in json.dumps(a) for a in answers)
