@@ -13,12 +13,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from taskzilla_sleep.access import OPEN, token_hash
+from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.api import create_app
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.console.sessions import COOKIE, Sessions
 from taskzilla_sleep.models import Contradiction, ContradictionKind, EpisodeIn, Pattern, PatternKind, PatternStatus
 from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import ApiSettings, Settings
+from taskzilla_sleep.settings import AlertChannel, ApiSettings, Settings
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.worker import Worker
 
@@ -306,6 +307,29 @@ def test_admin_pages_nights_alerts_status(console: Console) -> None:
     assert status.status_code == 200 and "open contradictions" in status.text and "No runs yet" in status.text
     page = c.get("/ui/contradictions").text  # an every-team admin picks among the teams in the store
     assert '<option value="platform" selected>' in page
+
+
+def test_an_admin_requeues_a_failed_alert_and_a_writer_cannot(console: Console) -> None:
+    outbox = Outbox(console.graph)
+    outbox.sync_contradictions({"ops": AlertChannel(kind="webhook", url_env="HOOK")}, NOW)
+    assert outbox.mark_failed_attempt("con-1:ops", NOW, "HTTP 404: no_service", NOW, give_up=True)
+    writer = console.client()
+    wcsrf = login(writer, WRITER)
+    assert writer.get("/ui/alerts").status_code == 403
+    assert writer.post("/ui/alerts/con-1:ops/requeue", data={"csrf": wcsrf}).status_code == 403
+    assert outbox.failed_count() == 1
+    c = console.client()
+    csrf = login(c, ADMIN)
+    page = c.get("/ui/alerts", params={"status": "failed"}).text
+    assert "con-1:ops" in page and "HTTP 404: no_service" in page
+    action = re.search(r'action="(/ui/alerts/[^"]+/requeue)"', page)
+    assert action is not None
+    r = c.post(action.group(1), data={"csrf": csrf, "back": "/ui/alerts?status=failed"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/alerts?status=failed"
+    assert (outbox.failed_count(), outbox.pending_count()) == (0, 1)
+    after = c.get("/ui/alerts", params={"status": "failed"}).text
+    assert "requeued 1 alert(s): con-1:ops" in after and "No alerts failed" in after
+    assert c.post("/ui/alerts/nope:ops/requeue", data={"csrf": csrf}).status_code == 404
 
 
 def test_logout_ends_the_session(console: Console) -> None:
