@@ -46,10 +46,11 @@ unit: $(STAMP)
 contract: $(STAMP) $(NEO4J_CP) compose-check
 	$(BIN)/pytest -q tests/contract
 
-e2e: $(STAMP) examples
+e2e: $(STAMP) browser examples
 	$(BIN)/pytest -q tests/e2e
 
-# Headless Chromium renders the HTML report in a test (Debian's package; no browser download).
+# Headless Chromium renders the HTML report and drives the memory console in tests (Debian's package,
+# through Playwright's executable_path: no browser download).
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 import structlog
 from pydantic import BaseModel
@@ -36,6 +36,9 @@ from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, PatternSta
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.ports import GraphStore, VectorStore
+
+if TYPE_CHECKING:
+    from taskzilla_sleep.report.model import Report
 
 log = structlog.get_logger(__name__)
 
@@ -182,6 +185,30 @@ class MemoryService:
     def alerts(self, access: Access, status: StatusFilter | None, team: str | None) -> list[AlertView]:
         """The chat alerts of the caller's teams (admin): failed ones stay listed until requeued."""
         return list_alerts(self.graph, access, status, team)
+
+    def teams(self, access: Access) -> list[str]:
+        """The teams the caller sees: its token's, or every team in the store for an all-teams token."""
+        if access.teams is not None:
+            return sorted(access.teams)
+        found = set(self.graph.teams())
+        if self.settings.api.default_team:
+            found.add(self.settings.api.default_team)
+        return sorted(found)
+
+    def nights(self, access: Access, runs: int) -> Report:
+        """The report of the last ``runs`` nights with its verdicts (admin: the ledger spans every team)."""
+        from taskzilla_sleep.report.model import build_report
+
+        access.require("admin")
+        s = self.settings
+        return build_report(
+            self.graph,
+            runs,
+            index_cap=s.memory_index.max_entries,
+            grace_days=s.decay.grace_hours / 24,
+            tz=s.schedule.timezone,
+            now=self.clock(),
+        )
 
     def export(self, access: Access, team: str | None, out: IO[str]) -> dict[str, int]:
         """The team's whole memory as JSONL (the format ``import`` reads); admin only: it carries

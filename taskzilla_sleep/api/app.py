@@ -300,6 +300,9 @@ def create_app(deps: ApiDeps) -> FastAPI:
         return deps.status()
 
     app.include_router(v1)
+    from taskzilla_sleep.console import console_router  # the memory console at /ui (HTML for people)
+
+    app.include_router(console_router(service, deps.tokens, deps.status))
     app.router.routes.extend(route for route, _run in deps.mounts)
     _finish_schema(app, token_optional=deps.tokens.open)
 

@@ -87,7 +87,6 @@ def write_html(report: Report, path: Path) -> Path:
 def render_html(report: Report) -> str:
     tz = ZoneInfo(report.timezone)
     nights = report.nights
-    labels = [x.now.astimezone(tz).strftime("%m-%d %H:%M") for x in nights]
     e = html.escape
     worst = report.worst
     window = f"{len(nights)} runs, {day(nights[0].now, tz)} … {day(nights[-1].now, tz)}" if nights else "no runs yet"
@@ -100,8 +99,26 @@ def render_html(report: Report) -> str:
         "<header><h1>taskzilla-sleep · consolidation report</h1>",
         f'<div class="meta">{e(window)} · times in {e(report.timezone)} · generated '
         f"{e(report.generated_at.astimezone(tz).strftime('%Y-%m-%d %H:%M'))}</div></header><main>",
-        f'<h2>Health <span class="overall b-{worst}">{e(worst)}</span></h2><div class="cards">',
     ]
+    parts += report_sections(report)
+    parts.append(
+        "<footer>Verdicts: ok · watch (look at it this week) · bad (act now; the report exits 1) · unknown (not "
+        "enough data). Source: the run ledger in the graph store. Healthy: the store grows with patterns, not with "
+        "messages; fewer merges each run; a stable memory index; pinned facts untouched (ops/runbook.md, "
+        "“Is it healthy?”).</footer></main></body></html>"
+    )
+    return "\n".join(parts)
+
+
+def report_sections(report: Report) -> list[str]:
+    """The page's content without its frame (verdict cards, last run, charts, tables): the static page
+    and the worker's memory console (/ui/nights) both show these, styled by ``CSS``."""
+    tz = ZoneInfo(report.timezone)
+    nights = report.nights
+    labels = [x.now.astimezone(tz).strftime("%m-%d %H:%M") for x in nights]
+    e = html.escape
+    worst = report.worst
+    parts = [f'<h2>Health <span class="overall b-{worst}">{e(worst)}</span></h2><div class="cards">']
     for s in report.signals:
         parts.append(
             f'<div class="card v-{s.verdict}"><div class="head"><span class="title">{e(s.title)}</span>'
@@ -115,13 +132,7 @@ def render_html(report: Report) -> str:
         parts += _charts(report, labels)
         parts.append("</div>")
         parts.append(_nights_table(report, tz))
-    parts.append(
-        "<footer>Verdicts: ok · watch (look at it this week) · bad (act now; the report exits 1) · unknown (not "
-        "enough data). Source: the run ledger in the graph store. Healthy: the store grows with patterns, not with "
-        "messages; fewer merges each run; a stable memory index; pinned facts untouched (ops/runbook.md, "
-        "“Is it healthy?”).</footer></main></body></html>"
-    )
-    return "\n".join(parts)
+    return parts
 
 
 def _kpis(report: Report) -> str:

@@ -1,0 +1,10 @@
+"""The memory console: server-rendered pages at ``/ui`` for people (the contradiction queue, patterns,
+pinned facts, nights, the alert outbox, status), logged in with an API token and served by the
+worker beside ``/v1``. Every read and write goes through :class:`~taskzilla_sleep.service.MemoryService`.
+"""
+
+from taskzilla_sleep.console.routes import console_router
+from taskzilla_sleep.console.sessions import Sessions
+from taskzilla_sleep.console.web import Console
+
+__all__ = ["Console", "Sessions", "console_router"]

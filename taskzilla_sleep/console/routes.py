@@ -1,0 +1,396 @@
+"""The console's pages (``/ui``): each reads or writes through :class:`MemoryService`, with the same
+access checks and audit as ``/v1``; a page of a logged-out browser sends it to the login form."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from taskzilla_sleep.access import Access, Tokens
+from taskzilla_sleep.api.schemas import ForgetRequest, PinRequest, ResolveRequest
+from taskzilla_sleep.console import web
+from taskzilla_sleep.console.sessions import COOKIE, LOGIN_COOKIE, Session
+from taskzilla_sleep.console.web import PREFIX, Console, error_page, failure, invalid, page, redirect, to_login
+from taskzilla_sleep.errors import BadRequest, InputError, TaskzillaError, Unauthorized
+from taskzilla_sleep.memory_admin import PatternDetail, PatternSummary
+from taskzilla_sleep.models import PatternKind, PatternStatus
+from taskzilla_sleep.service import ContradictionView, MemoryService
+
+log = structlog.get_logger(__name__)
+
+PAGE = 50  # patterns a page
+SCAN = 500  # patterns read per service call (the /v1 maximum) while filtering
+MAX_SCAN = 20_000
+EXAMPLES = 3  # messages shown per belief in the queue
+ALERT_FILTERS = ("failed", "pending", "sent", "dropped")
+
+
+@dataclass
+class Side:
+    """One belief of a contradiction as a person weighs it: its text, people and example messages."""
+
+    id: str
+    text: str | None
+    status: str
+    confidence: float | None
+    people: list[str]
+    examples: list[Any]  # EvidenceEpisode
+    evidence_count: int
+
+
+def console_router(
+    service: MemoryService, tokens: Tokens, status: Callable[[], dict[str, Any]], console: Console | None = None
+) -> APIRouter:
+    con = console or Console()
+    router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+    def team_of(s: Session, request: Request) -> tuple[str | None, list[str]]:
+        """The team a page is about (``?team=``, else the default, else the caller's first) and the choices."""
+        teams = service.teams(s.access)
+        wanted = request.query_params.get("team") or None
+        if wanted:
+            return service.team(s.access, wanted), teams
+        default = service.settings.api.default_team
+        if default and s.access.sees(default):
+            return default, teams
+        return (teams[0] if teams else None), teams
+
+    # -- login ------------------------------------------------------------------------------------
+    @router.get("")
+    @router.get("/")
+    def home() -> Response:
+        return redirect(f"{PREFIX}/contradictions")
+
+    @router.get("/static/console.css")
+    def css() -> Response:
+        from taskzilla_sleep.report.html import CSS
+
+        own = resources.files("taskzilla_sleep.console").joinpath("static/console.css").read_text(encoding="utf-8")
+        return Response(CSS + own, media_type="text/css", headers={"Cache-Control": "max-age=300"})
+
+    @router.get("/login")
+    def login_form(request: Request) -> Response:
+        nxt = web.safe_next(request.query_params.get("next"))
+        if con.session(request) is not None:
+            return redirect(nxt)
+        nonce, fresh = web.login_nonce(request)
+        res = web.html("login.html", who=None, csrf=nonce, notices=[], path=request.url.path, next=nxt, error=None)
+        if fresh:
+            web.set_login_cookie(res, request, nonce)
+        return res
+
+    @router.post("/login")
+    async def login(request: Request) -> Response:
+        form = await request.form()
+        nxt = web.safe_next(_text(form.get("next")))
+        nonce = request.cookies.get(LOGIN_COOKIE) or ""
+        sent = _text(form.get("csrf")) or ""
+        if not nonce or not hmac.compare_digest(nonce.encode(), sent.encode()):
+            return error_page(
+                request, None, 403, "the login form expired or came from elsewhere: reload it", "/ui/login"
+            )
+        try:
+            access = tokens.authenticate(_text(form.get("token")) or None)
+        except Unauthorized as exc:
+            log.info("console_login_refused", reason=str(exc))
+            return web.html(
+                "login.html", 401, who=None, csrf=nonce, notices=[], path=request.url.path, next=nxt, error=str(exc)
+            )
+        s = con.sessions.start(access)
+        log.info("console_login", who=access.name, role=access.role)
+        res = redirect(nxt)
+        web.set_session_cookie(res, request, s)
+        res.delete_cookie(LOGIN_COOKIE, path=PREFIX)
+        return res
+
+    @router.post("/logout")
+    async def logout(request: Request) -> Response:
+        s, refused = con.posted(request, await request.form())
+        if s is None:
+            return refused or to_login(request)
+        con.sessions.end(s.id)
+        log.info("console_logout", who=s.access.name)
+        res = redirect(f"{PREFIX}/login")
+        res.delete_cookie(COOKIE, path=PREFIX)
+        return res
+
+    # -- contradictions ---------------------------------------------------------------------------
+    @router.get("/contradictions")
+    def contradictions(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        state = request.query_params.get("status", "open")
+        try:
+            if state not in ("open", "resolved"):
+                raise InputError(f"status must be open or resolved, not {state!r}")
+            team, teams = team_of(s, request)
+            views = service.contradictions(s.access, team, state) if team else []
+            items = [
+                (v, _side(service, s.access, team, v, "old"), _side(service, s.access, team, v, "new")) for v in views
+            ]
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        return page(request, s, "contradictions.html", team=team, teams=teams, items=items, state=state)
+
+    @router.post("/contradictions/{cid}/resolve")
+    async def resolve(request: Request, cid: str) -> Response:
+        form = await request.form()
+        s, refused = con.posted(request, form)
+        if s is None:
+            return refused or to_login(request)
+        back = _back(form, "/ui/contradictions")
+        try:
+            body = ResolveRequest.model_validate(
+                {"keep": _text(form.get("keep")), "note": _text(form.get("note")) or None}
+            )
+        except ValidationError as exc:
+            return invalid(request, s, exc, back)
+        try:
+            done = await run_in_threadpool(service.resolve, s.access, cid, body.keep, body.note)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, back)
+        s.notice("ok", f"resolved {done.id}: kept {done.resolution} (by {done.resolved_by})")
+        return redirect(back)
+
+    # -- patterns ---------------------------------------------------------------------------------
+    @router.get("/patterns")
+    def patterns(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        q = request.query_params
+        text = (q.get("q") or "").strip()
+        try:
+            team, teams = team_of(s, request)
+            status = _enum(PatternStatus, q.get("status"), "status")
+            kind = _enum(PatternKind, q.get("kind"), "kind")
+            topic = q.get("topic") or None
+            number = _int(q.get("page"), "page", 1)
+            found = _all_patterns(service, s.access, team, status) if team else []
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        topics = sorted({p.topic for p in found})
+        hits = [
+            p
+            for p in found
+            if (kind is None or p.kind is kind)
+            and (topic is None or p.topic == topic)
+            and (not text or text.casefold() in p.statement.casefold())
+        ]
+        shown = hits[(number - 1) * PAGE : number * PAGE]
+        return page(
+            request,
+            s,
+            "patterns.html",
+            team=team,
+            teams=teams,
+            patterns=shown,
+            total=len(hits),
+            number=number,
+            pages=max(1, -(-len(hits) // PAGE)),
+            q=text,
+            status_filter=status.value if status else "",
+            kind=kind.value if kind else "",
+            topic=topic or "",
+            topics=topics,
+            statuses=[x.value for x in PatternStatus],
+            kinds=[x.value for x in PatternKind],
+        )
+
+    @router.get("/patterns/{pid}")
+    def pattern(request: Request, pid: str) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        try:
+            team, teams = team_of(s, request)
+            if team is None:
+                raise BadRequest("name a team (?team=)")
+            detail: PatternDetail = service.pattern(s.access, team, pid)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, f"/ui/patterns?team={request.query_params.get('team', '')}")
+        return page(request, s, "pattern.html", team=team, teams=teams, d=detail)
+
+    @router.post("/patterns/{pid}/forget")
+    async def forget(request: Request, pid: str) -> Response:
+        form = await request.form()
+        s, refused = con.posted(request, form)
+        if s is None:
+            return refused or to_login(request)
+        team = _text(form.get("team")) or None
+        back = f"{PREFIX}/patterns/{pid}?team={team or ''}"
+        try:
+            body = ForgetRequest(team=team, reason=_text(form.get("reason")) or "", pattern_id=pid)
+        except ValidationError as exc:
+            return invalid(request, s, exc, back)
+        try:
+            report = await run_in_threadpool(
+                lambda: service.forget(s.access, body.team, body.reason, pattern_id=body.pattern_id)
+            )
+        except TaskzillaError as exc:
+            return failure(request, s, exc, back)
+        s.notice("ok", f"forgot pattern {pid} ({len(report.patterns_rescored)} other beliefs re-scored)")
+        return redirect(f"{PREFIX}/patterns?team={team or ''}")
+
+    # -- pinned facts -----------------------------------------------------------------------------
+    @router.get("/facts")
+    def facts(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        try:
+            team, teams = team_of(s, request)
+            found = service.facts(s.access, team) if team else []
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        return page(request, s, "facts.html", team=team, teams=teams, facts=found)
+
+    @router.post("/facts")
+    async def pin(request: Request) -> Response:
+        form = await request.form()
+        s, refused = con.posted(request, form)
+        if s is None:
+            return refused or to_login(request)
+        team = _text(form.get("team")) or None
+        back = f"{PREFIX}/facts?team={team or ''}"
+        try:
+            body = PinRequest(team=team, text=_text(form.get("text")) or "", entity=_text(form.get("entity")) or None)
+        except ValidationError as exc:
+            return invalid(request, s, exc, back)
+        try:
+            fact = await run_in_threadpool(service.pin, s.access, body.team, body.text, body.entity)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, back)
+        s.notice("ok", f"pinned {fact.id}")
+        return redirect(back)
+
+    @router.post("/facts/{fid}/unpin")
+    async def unpin(request: Request, fid: str) -> Response:
+        form = await request.form()
+        s, refused = con.posted(request, form)
+        if s is None:
+            return refused or to_login(request)
+        back = _back(form, "/ui/facts")
+        try:
+            fact = await run_in_threadpool(service.unpin, s.access, fid)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, back)
+        s.notice("ok", f"unpinned {fact.id}")
+        return redirect(back)
+
+    # -- nights, alerts, status (admin) -----------------------------------------------------------
+    @router.get("/nights")
+    def nights(request: Request) -> Response:
+        from taskzilla_sleep.report.html import report_sections
+
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        try:
+            runs = _int(request.query_params.get("runs"), "runs", 14, high=365)
+            report = service.nights(s.access, runs)
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        body = "\n".join(report_sections(report))  # the report's own escaped HTML and SVG
+        return page(request, s, "nights.html", report=report, body=body, runs=runs)
+
+    @router.get("/alerts")
+    def alerts(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        wanted = request.query_params.get("status") or None
+        try:
+            if wanted is not None and wanted not in ALERT_FILTERS:
+                raise InputError(f"status must be one of {', '.join(ALERT_FILTERS)}, not {wanted!r}")
+            found = service.alerts(s.access, wanted, None)  # type: ignore[arg-type]
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        return page(request, s, "alerts.html", alerts=found, state=wanted or "", filters=ALERT_FILTERS)
+
+    @router.post("/alerts/{key}/requeue")
+    async def requeue(request: Request, key: str) -> Response:
+        form = await request.form()
+        s, refused = con.posted(request, form)
+        if s is None:
+            return refused or to_login(request)
+        back = _back(form, "/ui/alerts")
+        try:
+            report = await run_in_threadpool(service.requeue_alert, s.access, key)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, back)
+        s.notice("ok", f"requeued {report.requeued} alert(s): {key}")
+        return redirect(back)
+
+    @router.get("/status")
+    def status_page(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        try:
+            s.access.require("admin")  # as GET /v1/status
+            st = status()
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        return page(request, s, "status.html", st=st)
+
+    return router
+
+
+def _side(service: MemoryService, access: Access, team: str | None, v: ContradictionView, which: str) -> Side:
+    pid = v.contradiction.old_pattern_id if which == "old" else v.contradiction.new_pattern_id
+    text = v.old if which == "old" else v.new
+    try:
+        d = service.pattern(access, team, pid)
+    except InputError:  # the belief is gone (forgotten): the queue still shows the contradiction
+        return Side(pid, text, "gone", None, [], [], 0)
+    people = sorted({e.author for e in d.evidence})
+    examples = [e for e in d.evidence if e.text][-EXAMPLES:]
+    return Side(pid, text, d.pattern.status.value, d.pattern.confidence, people, examples, len(d.evidence))
+
+
+def _all_patterns(
+    service: MemoryService, access: Access, team: str, status: PatternStatus | None
+) -> list[PatternSummary]:
+    out: list[PatternSummary] = []
+    while len(out) < MAX_SCAN:
+        got = service.patterns(access, team, status, SCAN, len(out))
+        out += got
+        if len(got) < SCAN:
+            break
+    return out
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _back(form: Any, default: str) -> str:
+    return web.safe_next(_text(form.get("back"))) if _text(form.get("back")) else default
+
+
+def _enum(kind: type[PatternStatus] | type[PatternKind], value: str | None, what: str) -> Any:
+    if not value:
+        return None
+    try:
+        return kind(value)
+    except ValueError as exc:
+        raise InputError(f"{what} must be one of {', '.join(x.value for x in kind)}, not {value!r}") from exc
+
+
+def _int(value: str | None, what: str, default: int, high: int = 10_000) -> int:
+    if not value:
+        return default
+    if not value.isdigit() or not 1 <= int(value) <= high:
+        raise InputError(f"{what} must be a whole number from 1 to {high}, not {value!r}")
+    return int(value)
