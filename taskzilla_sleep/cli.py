@@ -376,6 +376,7 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
 def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep import contradictions
     from taskzilla_sleep.app import build
+    from taskzilla_sleep.service import ContradictionView
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
@@ -399,10 +400,13 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
         found = s.graph.contradictions(status=args.status)
         beliefs = {p.id: p for p in s.graph.patterns_by_id([i for c in found for i in c.pattern_ids])}
         lines = [line for c in found for line in contradictions.describe(c, beliefs)]
+        # The API's shape (GET /v1/contradictions): the contradiction, and the text of both beliefs.
         data = [
-            c.model_dump(mode="json")
-            | {"old": beliefs[c.old_pattern_id].statement if c.old_pattern_id in beliefs else None}
-            | {"new": beliefs[c.new_pattern_id].statement if c.new_pattern_id in beliefs else None}
+            ContradictionView(
+                contradiction=c,
+                old=beliefs[c.old_pattern_id].statement if c.old_pattern_id in beliefs else None,
+                new=beliefs[c.new_pattern_id].statement if c.new_pattern_id in beliefs else None,
+            ).model_dump(mode="json")
             for c in found
         ]
         _emit(args, data, "\n".join(lines) or f"(no {args.status} contradictions)")

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.models import Time
 from taskzilla_sleep.presence import live_workers
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.stores.ports import GraphCounts, GraphStore, VectorStore
@@ -26,7 +27,7 @@ class LeaseInfo(BaseModel):
 
     name: str
     holder: str | None = None
-    expires_at: datetime | None = None
+    expires_at: Time | None = None
     host: str | None = None
     pid: int | None = None
 
