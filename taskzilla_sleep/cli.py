@@ -80,6 +80,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     ro.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     ro.add_argument("--json", action="store_true", help="machine-readable output")
+    ro.add_argument("--progress", action="store_true", help="a line per step on stderr (default: on a terminal)")
 
     rec = sub.add_parser("recall", parents=[common], help="what the bot would get back for a query")
     rec.add_argument("query")
@@ -266,22 +267,32 @@ def _now(args: argparse.Namespace) -> datetime:
 
 def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.pipeline import NightRequest, parse_steps, run_night
+    from taskzilla_sleep.models import STEP_NAMES
+    from taskzilla_sleep.pipeline import NightHooks, NightRequest, parse_steps, run_night
     from taskzilla_sleep.report.night import render_night, render_plan
 
     steps = parse_steps(args.steps)
-    with build(settings, secrets) as s, cli_ops.sigterm_interrupts():
-        request = NightRequest(now=_now(args), steps=steps, trigger="manual", dry_run=args.dry_run, teams=args.team)
-        if args.dry_run:
-            result = run_night(s, request)  # writes nothing, so it needs no lease and overlaps anything
-        else:
-            with _consolidation_lease(s.graph, settings, wait=not args.no_wait):
-                result = run_night(s, request)
-        text = render_plan(result) if args.dry_run else render_night(result, s.graph)
-        data = result.run.model_dump(mode="json") | {
-            "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},
-            "notes": result.notes,
-        }
+    shown = cli_ops.StepLines(
+        [x for x in STEP_NAMES if x in (steps or STEP_NAMES)], args.progress or sys.stderr.isatty()
+    )
+    hooks = NightHooks(before_step=shown.before_step)
+    try:
+        with build(settings, secrets) as s, cli_ops.sigterm_interrupts():
+            request = NightRequest(now=_now(args), steps=steps, trigger="manual", dry_run=args.dry_run, teams=args.team)
+            if args.dry_run:
+                result = run_night(s, request, hooks)  # writes nothing, so it needs no lease and overlaps anything
+            else:
+                with _consolidation_lease(s.graph, settings, wait=not args.no_wait):
+                    result = run_night(s, request, hooks)
+            shown.finished()
+            text = render_plan(result) if args.dry_run else render_night(result, s.graph)
+            data = result.run.model_dump(mode="json") | {
+                "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},
+                "notes": result.notes,
+            }
+    except KeyboardInterrupt:
+        print(f"taskzilla-sleep: run-once {shown.interrupted_note()}", file=sys.stderr, flush=True)
+        return cli_ops.EXIT_INTERRUPTED
     _emit(args, data, text)
     bad = next((r for r in result.run.steps if r.status not in ("ok", "skipped")), None)
     if bad is not None:
@@ -376,6 +387,7 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
 def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep import contradictions, resolving
     from taskzilla_sleep.app import build
+    from taskzilla_sleep.service import ContradictionView
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
@@ -399,10 +411,13 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
         found = s.graph.contradictions(status=args.status)
         beliefs = {p.id: p for p in s.graph.patterns_by_id([i for c in found for i in c.pattern_ids])}
         lines = [line for c in found for line in contradictions.describe(c, beliefs)]
+        # The API's shape (GET /v1/contradictions): the contradiction, and the text of both beliefs.
         data = [
-            c.model_dump(mode="json")
-            | {"old": beliefs[c.old_pattern_id].statement if c.old_pattern_id in beliefs else None}
-            | {"new": beliefs[c.new_pattern_id].statement if c.new_pattern_id in beliefs else None}
+            ContradictionView(
+                contradiction=c,
+                old=beliefs[c.old_pattern_id].statement if c.old_pattern_id in beliefs else None,
+                new=beliefs[c.new_pattern_id].statement if c.new_pattern_id in beliefs else None,
+            ).model_dump(mode="json")
             for c in found
         ]
         _emit(args, data, "\n".join(lines) or f"(no {args.status} contradictions)")

@@ -93,6 +93,49 @@ class ProgressLines:
         )
 
 
+class StepLines:
+    """run-once's progress: a stderr line as each step starts (with how long the one before took),
+    when ``show``; and what an interrupted run had finished, always."""
+
+    def __init__(self, steps: list[str], show: bool, clock: Callable[[], float] = time.monotonic) -> None:
+        self.steps, self.show, self._clock = steps, show, clock
+        self.done: list[str] = []
+        self.current: str | None = None
+        self._began = self._step_began = clock()
+
+    def _say(self, text: str) -> None:
+        if self.show:
+            print(f"run-once: {text}", file=sys.stderr, flush=True)
+
+    def before_step(self, step: str) -> bool:
+        """NightHooks.before_step: never holds a step back."""
+        now = self._clock()
+        took = f" ({self.current} took {now - self._step_began:.1f} s)" if self.current else ""
+        if self.current:
+            self.done.append(self.current)
+        self.current, self._step_began = step, now
+        i = self.steps.index(step) + 1 if step in self.steps else len(self.done) + 1
+        self._say(f"step {i}/{len(self.steps)}: {step}{took}")
+        return True
+
+    def finished(self) -> None:
+        if self.current:
+            self.done.append(self.current)
+            now = self._clock()
+            self._say(f"done in {now - self._began:.1f} s ({self.current} took {now - self._step_began:.1f} s)")
+            self.current = None
+
+    def interrupted_note(self) -> str:
+        done = ", ".join(self.done) or "none"
+        left = [s for s in self.steps if s not in self.done]
+        return (
+            f"interrupted during {self.current or 'start-up'}: finished steps: {done}; "
+            f"left: {', '.join(left) or 'none'} "
+            "(the step in flight is recorded as abandoned). Re-run the same command to finish: every step is "
+            "idempotent and resumes what was half done"
+        )
+
+
 def interrupted_note(source: str, p: IngestProgress) -> str:
     """What an interrupted ingest left stored, and how to finish it (checked against ``Ingestor``)."""
     rerun = "re-run the same command to finish the job"

@@ -6,7 +6,9 @@ embedder and the offline model, whatever the configuration says about backends.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,6 +48,14 @@ def embedded(settings: Settings, data_dir: Path) -> Settings:
     )
 
 
+GONE = "<temporary folder, removed>"
+
+
+def _without(folder: str, text: str) -> str:
+    """``text`` with every path inside ``folder`` (the demo's temporary folder) replaced by GONE."""
+    return re.sub(re.escape(folder) + r"(?:/[^\s\"',)]*|(?![\w-]))", GONE, text)
+
+
 def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult:
     """The demo night: in ``settings.data_dir`` when ``keep_dir`` (the user chose it), else in a
     temporary folder removed at the end."""
@@ -77,7 +87,7 @@ def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult
             # closing it only adds a restart to the demo).
             status = collect_status(demo, secrets, s.graph, s.vectors)
         index = demo.memory_dir / TEAM / "MEMORY.md"
-        where = "a temporary folder (removed on exit)" if tmp else str(demo.data_dir)
+        where = "a temporary folder (removed on exit; keep them with --data-dir DIR)" if tmp else str(demo.data_dir)
         text = "\n".join(
             [
                 f"demo: the bundled sample week of team '{TEAM}', embedded stores in {where}",
@@ -86,7 +96,7 @@ def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult
                 "",
                 night,
                 "",
-                f"memory index the bot loads: {index}",
+                f"memory index the bot loads: {index if tmp is None else 'MEMORY.md in ' + GONE}",
                 *(f"  {line}" for line in index.read_text("utf-8").splitlines() if line.startswith("- ")),
                 "",
                 status.render(),
@@ -97,6 +107,8 @@ def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult
             | {"night": result.run.model_dump(mode="json")}
             | {"status": status.model_dump(mode="json")}
         )
+        if tmp is not None:  # its folder is removed below: name no path in it, as if it were still there
+            text, data = _without(tmp.name, text), json.loads(_without(tmp.name, json.dumps(data)))
         return DemoResult(text, data, status.healthy and result.ok)
     finally:
         if tmp is not None:

@@ -95,6 +95,9 @@ def configure_logging(level: str = "info", json: bool | None = None, secrets: It
     root.setLevel(logging.WARNING)
     for name in VENDOR_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # warnings.warn (the neo4j driver's notifications and deprecations among them) would print plain
+    # text straight to stderr; routed through logging ("py.warnings") it is one JSON line like the rest.
+    logging.captureWarnings(True)
     adopt_vendor_handlers()
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
 
 ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 TEAM_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
@@ -129,6 +129,17 @@ LATEST_TIME = datetime(9000, 1, 1, tzinfo=UTC)
 _MS_RANGE = (int(EARLIEST_TIME.timestamp() * 1000), int(LATEST_TIME.timestamp() * 1000))
 
 
+def iso_time(t: datetime) -> str:
+    """How every time leaves the process in JSON (CLI --json, the API, exports): RFC 3339 in UTC with
+    ``Z``, as pydantic writes a UTC time, whatever offset the value carries (a ``--now`` in +01:00, the
+    worker's Amsterdam clock, a time read back from the stores in UTC)."""
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# A datetime field: the value keeps its offset in Python; its JSON is iso_time's (schema: date-time).
+Time = Annotated[datetime, PlainSerializer(iso_time, when_used="json")]
+
+
 def to_ms(t: datetime) -> int:
     """Epoch milliseconds of an aware datetime within EARLIEST_TIME..LATEST_TIME."""
     if t.tzinfo is None:
@@ -181,7 +192,7 @@ class EpisodeIn(BaseModel):
     channel: Annotated[StorableStr, StringConstraints(min_length=1, max_length=200)]
     author: Annotated[StorableStr, StringConstraints(min_length=1, max_length=200)]
     text: Annotated[StorableStr, StringConstraints(min_length=1)]
-    ts: datetime
+    ts: Time
     provenance: Provenance
     connector: Annotated[StorableStr, StringConstraints(min_length=1, max_length=64)] | None = None
 
@@ -220,19 +231,19 @@ class Episode(BaseModel):
     channel: str
     author: str
     text: str
-    ts: datetime
+    ts: Time
     provenance: Provenance
     connector: str | None = None
     status: EpisodeStatus = EpisodeStatus.RAW
     schema_absorbed: int = 0
-    absorbed_at: datetime | None = None
+    absorbed_at: Time | None = None
     absorbed_by: str | None = None
-    ingested_at: datetime
-    last_accessed: datetime | None = None
+    ingested_at: Time
+    last_accessed: Time | None = None
     pinned: bool = False
     # Set by the nightly distill that took this episode into account (asked about its group, or
     # found no group for it); None = arrived since, still to be distilled, whatever its ``ts`` says.
-    distilled_at: datetime | None = None
+    distilled_at: Time | None = None
     distill_attempts: int = 0  # nightly distills whose question about its group got no usable answer
     # The size of the largest group holding it that the model found no belief in (0: none). Such a
     # group is asked again only once enough messages it did not see have joined it.
@@ -315,12 +326,12 @@ class Pattern(BaseModel):
     counter_count: int = 0
     distinct_authors: int = 0
     distinct_channels: int = 0
-    first_seen: datetime
-    last_seen: datetime
-    created_at: datetime
-    updated_at: datetime
-    valid_from: datetime
-    valid_to: datetime | None = None
+    first_seen: Time
+    last_seen: Time
+    created_at: Time
+    updated_at: Time
+    valid_from: Time
+    valid_to: Time | None = None
     subjects: list[str] = Field(default_factory=list)
     topic: str = "general"
     pinned: bool = False
@@ -328,7 +339,7 @@ class Pattern(BaseModel):
     availability_lag_s: float | None = None  # third supporting episode ingested -> pattern recallable
     superseded_by: str | None = None
     archived_by: str | None = None
-    archived_at: datetime | None = None
+    archived_at: Time | None = None
     archived_reason: str | None = None
     reflect_attempts: int = 0  # reflects in a row in which a comparison of this pattern got no usable answer
     evidence: Evidence | None = None  # the distiller's evidence category (None: written before it existed)
@@ -348,11 +359,11 @@ class Contradiction(BaseModel):
     status: ContradictionStatus = ContradictionStatus.OPEN
     # Stores written before kinds existed read as disagreements: the old behaviour, both contested.
     kind: ContradictionKind = ContradictionKind.DISAGREEMENT
-    opened_at: datetime
+    opened_at: Time
     reason: str = ""
     resolution: Literal["new", "old", "both"] | None = None
     resolved_by: str | None = None
-    resolved_at: datetime | None = None
+    resolved_at: Time | None = None
     note: str | None = None
     prompt_id: str | None = None  # the reflect prompt (or offline rule set) whose verdict opened it
 
@@ -371,7 +382,7 @@ class Tombstone(BaseModel):
     id: str
     kind: Literal["episode", "pattern"]
     team: str
-    at: datetime
+    at: Time
     reason: str
     pattern_id: str | None = None
     by: str | None = None
@@ -391,8 +402,8 @@ class StepResult(BaseModel):
 
     step: StepName
     status: StepStatusName = "pending"
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    started_at: Time | None = None
+    finished_at: Time | None = None
     counts: dict[str, int] = Field(default_factory=dict)
     llm_calls: int = 0
     prompt_tokens: int = 0
@@ -409,9 +420,9 @@ class Run(BaseModel):
 
     id: str
     trigger: RunTrigger
-    started_at: datetime
-    finished_at: datetime | None = None
-    now: datetime
+    started_at: Time
+    finished_at: Time | None = None
+    now: Time
     dry_run: bool = False
     steps: list[StepResult] = Field(default_factory=list)
     slot: str | None = None  # the scheduled night this run is (e.g. "2026-11-28"), for exactly-once

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.models import Time
 from taskzilla_sleep.presence import live_workers
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.stores.ports import GraphCounts, GraphStore, VectorStore
@@ -20,6 +22,16 @@ class BackendHealth(BaseModel):
     error: str | None = None
 
 
+class LeaseInfo(BaseModel):
+    """The consolidation lease: who holds it (None: free) and until when unless renewed."""
+
+    name: str
+    holder: str | None = None
+    expires_at: Time | None = None
+    host: str | None = None
+    pid: int | None = None
+
+
 class StatusReport(BaseModel):
     config_files: list[str]
     data_dir: str
@@ -28,6 +40,7 @@ class StatusReport(BaseModel):
     graph_counts: GraphCounts | None = None
     vector_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
     workers: list[dict[str, Any]] = Field(default_factory=list)  # live workers of the data dir (presence)
+    lease: LeaseInfo | None = None  # None: the graph could not be read
 
     @property
     def healthy(self) -> bool:
@@ -42,6 +55,8 @@ class StatusReport(BaseModel):
         for h in (self.graph, self.vectors):
             state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
             lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")
+        if self.lease is not None:
+            lines.append(f"lease:    {_render_lease(self.lease)}")
         c = self.graph_counts
         if c is not None:
             lines.append("graph store:")
@@ -56,6 +71,14 @@ class StatusReport(BaseModel):
             for team, kinds in sorted(self.vector_counts.items()):
                 lines.append(f"  {team}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
         return "\n".join(lines)
+
+
+def _render_lease(lease: LeaseInfo) -> str:
+    if lease.holder is None or lease.expires_at is None:
+        return f"{lease.name} free"
+    left = (lease.expires_at - datetime.now(UTC)).total_seconds()
+    when = f"expires in {left:.0f} s unless renewed" if left > 0 else f"expired {-left:.0f} s ago"
+    return f"{lease.name} held by {lease.holder} ({when})"
 
 
 def _by_status(d: dict[str, int]) -> str:
@@ -89,6 +112,7 @@ def collect_status(
                     graph.ensure_schema()
             graph.ping()
             report.graph_counts = graph.counts()
+            report.lease = _lease(graph)
             gh.reachable = True
         except StoreError as exc:
             gh.error = str(exc)
@@ -109,6 +133,17 @@ def collect_status(
         if owned_graph and graph is not None:
             graph.close()
     return report
+
+
+def _lease(graph: GraphStore) -> LeaseInfo:
+    from taskzilla_sleep.lease import LEASE_NAME
+
+    state = graph.lease_state(LEASE_NAME)
+    info = LeaseInfo(name=LEASE_NAME)
+    if state is not None and state.holder is not None and state.expires_at_ms > 0:
+        info.holder, info.host, info.pid = state.holder, state.host, state.pid
+        info.expires_at = datetime.fromtimestamp(state.expires_at_ms / 1000, UTC)
+    return info
 
 
 def _graph_where(s: Settings) -> str:

@@ -31,7 +31,7 @@ from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding
-from taskzilla_sleep.models import RunTrigger, StepName
+from taskzilla_sleep.models import RunTrigger, StepName, iso_time
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.service import IngestGate, MemoryService
@@ -336,8 +336,8 @@ class Worker:
             "sizes": store_sizes(self.services.graph, self.services.vectors),
             "graph": self.services.graph.describe(),
             "vectors": self.services.vectors.describe(),
-            "next_night": night.isoformat(),
-            "clock": self.clock.now().isoformat(),
+            "next_night": iso_time(night),
+            "clock": iso_time(self.clock.now()),
             "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
             "open_contradictions": len(self.services.graph.contradictions(status="open")),
             "last_runs": [
@@ -345,10 +345,10 @@ class Worker:
                     "id": r.id,
                     "trigger": r.trigger,
                     "slot": r.slot,
-                    "now": r.now.isoformat(),
+                    "now": iso_time(r.now),
                     "ok": all(x.status == "ok" for x in r.steps),
                     "steps": {
-                        x.step: {"status": x.status, "started_at": x.started_at.isoformat() if x.started_at else None}
+                        x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
                         for x in r.steps
                     },
                 }

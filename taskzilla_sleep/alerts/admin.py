@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from taskzilla_sleep.access import Access
 from taskzilla_sleep.alerts.outbox import Alert, Outbox
 from taskzilla_sleep.errors import NotFound
+from taskzilla_sleep.models import Time
 from taskzilla_sleep.stores.ports import AlertKind, AlertStatus, GraphStore
 
 # What a person may ask for: the stored statuses, and "sent" for delivered.
@@ -37,12 +38,12 @@ class AlertView(BaseModel):
     title: str
     status: AlertStatus
     attempts: int
-    next_attempt_at: datetime
+    next_attempt_at: Time
     last_error: str | None
     dropped_reason: str | None
-    created_at: datetime
-    last_attempt_at: datetime | None
-    delivered_at: datetime | None
+    created_at: Time
+    last_attempt_at: Time | None
+    delivered_at: Time | None
 
     @classmethod
     def of(cls, a: Alert) -> AlertView:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pydantic import BaseModel, ConfigDict
 
 from taskzilla_sleep.errors import InputError, NotFound
@@ -15,6 +13,7 @@ from taskzilla_sleep.models import (
     PatternStatus,
     Provenance,
     RunTrigger,
+    Time,
 )
 from taskzilla_sleep.stores.ports import GraphStore
 
@@ -34,7 +33,7 @@ class PatternSummary(BaseModel):
     support_count: int
     pinned: bool
     topic: str
-    updated_at: datetime
+    updated_at: Time
 
     @classmethod
     def of(cls, p: Pattern) -> PatternSummary:
@@ -57,7 +56,7 @@ class EvidenceEpisode(BaseModel):
     id: str
     author: str
     channel: str
-    ts: datetime
+    ts: Time
     provenance: Provenance
     status: EpisodeStatus
     text: str
@@ -72,7 +71,7 @@ class LinkView(BaseModel):
 class RunRef(BaseModel):
     id: str
     trigger: RunTrigger
-    now: datetime
+    now: Time
     what: list[str]  # which of the pattern's times the run's clock matches (created, updated, archived)
 
 

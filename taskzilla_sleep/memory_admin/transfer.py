@@ -35,7 +35,9 @@ from taskzilla_sleep.models import (
     Episode,
     Pattern,
     Run,
+    Time,
     Tombstone,
+    iso_time,
 )
 from taskzilla_sleep.steps.distill.read import LAST_DISTILL, LEGACY_WATERMARK
 from taskzilla_sleep.steps.distill.write import JOURNAL
@@ -64,7 +66,7 @@ class Header(BaseModel):
     format: Literal["taskzilla-export"]
     version: Literal[1]
     team: str = Field(pattern=TEAM_RE)
-    exported_at: datetime
+    exported_at: Time
 
 
 class MentionLine(BaseModel):
@@ -156,7 +158,7 @@ def export_team(
     read (vectors are derived data): it is in the signature so every memory function looks alike."""
     del vectors
     header = {"type": "header", "format": FORMAT, "version": VERSION, "team": team}
-    out.write(json.dumps(header | {"exported_at": (now or datetime.now(UTC)).isoformat()}) + "\n")
+    out.write(json.dumps(header | {"exported_at": iso_time(now or datetime.now(UTC))}) + "\n")
     counts: dict[str, int] = {}
 
     def put(kind: str, text: str) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import ContradictionKind, PatternStatus
+from taskzilla_sleep.models import ContradictionKind, PatternStatus, Time
 
 MAX_EVIDENCE_IDS = 20  # supporting episode ids carried per belief (the count says how many there are)
 
@@ -42,11 +41,11 @@ class RecallItem(BaseModel):
     status: ItemStatus | None = None
     contradiction: ContradictionRef | None = None
     # The new belief of an open update: the team's practice since this date, awaiting confirmation ...
-    changed_on: datetime | None = None
+    changed_on: Time | None = None
     was: str | None = None  # ... and the belief it replaces
     author: str | None = None  # episodes: who wrote it
     channel: str | None = None  # episodes: where
-    time: datetime | None = None  # episode: its ts; pattern: last seen; fact: when pinned
+    time: Time | None = None  # episode: its ts; pattern: last seen; fact: when pinned
     provenance: ItemProvenance
     pinned_by: str | None = None  # facts: who declared it
     evidence_count: int | None = None  # beliefs: the supporting episodes in the ledger

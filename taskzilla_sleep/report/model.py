@@ -21,6 +21,7 @@ from taskzilla_sleep.models import (
     Contradiction,
     Pattern,
     Run,
+    Time,
 )
 from taskzilla_sleep.report.nights import Night, night_of, percentile
 from taskzilla_sleep.report.signals import (
@@ -51,7 +52,7 @@ class LedgerReader(Protocol):
 class Report(BaseModel):
     """What `taskzilla-sleep report` shows; its JSON (``model_dump``) is the ``--json`` output."""
 
-    generated_at: datetime
+    generated_at: Time
     runs_requested: int
     timezone: str = "UTC"
     nights: list[Night] = Field(default_factory=list)  # oldest first
@@ -98,7 +99,7 @@ def build_report(
     index_cap: int,
     grace_days: float,
     tz: str = "UTC",
-    now: datetime | None = None,
+    now: Time | None = None,
 ) -> Report:
     """The last ``n`` runs of the ledger (dry runs skipped), oldest first, with the health verdicts.
 

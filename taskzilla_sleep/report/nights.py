@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from taskzilla_sleep.models import Run, RunTrigger, StepName, StepResult, StepStatusName
+from taskzilla_sleep.models import Run, RunTrigger, StepName, StepResult, StepStatusName, Time
 
 NightStatus = Literal["ok", "failed", "incomplete"]
 
@@ -47,10 +47,10 @@ class Night(BaseModel):
 
     run_id: str
     trigger: RunTrigger
-    now: datetime
+    now: Time
     slot: str | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
+    started_at: Time
+    finished_at: Time | None = None
     status: NightStatus
     steps: list[StepFigures] = Field(default_factory=list)
     patterns_added: int = 0

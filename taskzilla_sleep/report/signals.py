@@ -135,10 +135,20 @@ def merges_signal(nights: Sequence[Night]) -> Signal:
     return Signal(name="merges", title=title, verdict=verdict, reason=f"{facts}: {why}")
 
 
+def filling(a: int, b: int, cap: int) -> bool:
+    """A night-to-night change that is the index filling up, not churn: it grew while it was still
+    under half the cap. A new team's first weeks add a few patterns a night to an index of a handful
+    of entries (0 → 4 is +∞ %, 2 → 5 is +150 %): relative change says nothing until it holds a fair
+    share of what it will hold. A shrink is never filling, nor is growth once half full."""
+    return a < b and a < cap / 2
+
+
 def memory_index_signal(sizes: Sequence[int] | None, cap: int) -> Signal:
     """The memory index the bot loads should keep a steady size: drastic changes mean churn in what it knows.
 
-    ``cap``: ``memory_index.max_entries``; an index above it was not cut as configured.
+    ``cap``: ``memory_index.max_entries``; an index above it was not cut as configured. While it is
+    filling (:func:`filling`) growth is not judged: a normal first week must not read as bad. A
+    shrink is judged at any size, and growth once the index is half full.
     """
     title = "memory index size stable"
     if not sizes:
@@ -150,10 +160,17 @@ def memory_index_signal(sizes: Sequence[int] | None, cap: int) -> Signal:
         )
     if len(sizes) == 1:
         return Signal(name="memory_index", title=title, verdict="ok", reason=f"{sizes[0]} entries (cap {cap})")
-    jumps = [abs(b - a) / max(a, 1) for a, b in pairs(sizes)]
-    worst = max(jumps)
-    facts = f"{sizes[0]} → {sizes[-1]} entries (cap {cap}), largest change between nights {worst:.0%}"
-    if any(a > 0 and b == 0 for a, b in pairs(sizes)) or worst > 0.5:
+    judged = [(a, b) for a, b in pairs(sizes) if not filling(a, b, cap)]
+    facts = f"{sizes[0]} → {sizes[-1]} entries (cap {cap})"
+    if not judged:
+        return Signal(
+            name="memory_index", title=title, verdict="ok", reason=f"{facts}: still filling (under half the cap)"
+        )
+    worst = max(abs(b - a) / max(a, 1) for a, b in judged)
+    facts += f", largest change between nights {worst:.0%}"
+    if len(judged) < len(sizes) - 1:
+        facts += f" (not counting {len(sizes) - 1 - len(judged)} night(s) of filling up)"
+    if any(a > 0 and b == 0 for a, b in judged) or worst > 0.5:
         return Signal(name="memory_index", title=title, verdict="bad", reason=f"{facts}: drastic churn")
     verdict: Health = "watch" if worst > 0.2 else "ok"
     return Signal(name="memory_index", title=title, verdict=verdict, reason=f"{facts}")

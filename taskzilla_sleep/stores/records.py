@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus
+from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, Time
 
 ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]
@@ -87,7 +86,7 @@ class Retirement:
 
     id: str
     status: Literal[EpisodeStatus.RETIRED, EpisodeStatus.PRUNED]
-    at: datetime
+    at: Time
     reason: str
     pattern_id: str | None = None  # decay: the pattern it fed
 
@@ -98,7 +97,7 @@ class Forgetting:
     naming who asked and why (never the text)."""
 
     id: str
-    at: datetime
+    at: Time
     by: str
     reason: str
 
@@ -138,9 +137,9 @@ class EpisodeUpdate(ItemUpdate):
 
     status: EpisodeStatus | None = None
     schema_absorbed: int | None = None
-    absorbed_at: datetime | None = None
+    absorbed_at: Time | None = None
     absorbed_by: str | None = None
-    distilled_at: datetime | None = None
+    distilled_at: Time | None = None
     distill_attempts: int | None = None
     declined_size: int | None = None
 
@@ -149,12 +148,12 @@ class PatternUpdate(ItemUpdate):
     """Changes to one stored pattern (a resolution, an unpin, reflect's retry bookkeeping)."""
 
     status: PatternStatus | None = None
-    updated_at: datetime | None = None
+    updated_at: Time | None = None
     reflect_attempts: int | None = None
     archived_by: str | None = None
-    archived_at: datetime | None = None
+    archived_at: Time | None = None
     archived_reason: str | None = None
-    valid_to: datetime | None = None
+    valid_to: Time | None = None
 
 
 class GraphCounts(BaseModel):
@@ -215,11 +214,11 @@ class AlertRecord(BaseModel):
     payload_json: str  # the message, rendered once at queueing: every retry sends the same
     status: AlertStatus = "pending"
     attempts: int = 0
-    next_attempt_at: datetime
+    next_attempt_at: Time
     last_error: str | None = None
-    created_at: datetime
-    last_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
+    created_at: Time
+    last_attempt_at: Time | None = None
+    delivered_at: Time | None = None
     dropped_reason: str | None = None  # why a ``dropped`` alert was not sent
     # The channel's id of the posted message (a Telegram message_id), so a later answer can reply to it.
     message_ref: str | None = None

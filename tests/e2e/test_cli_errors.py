@@ -219,3 +219,13 @@ def test_an_api_port_in_use_is_one_line_naming_the_address(tmp_path: Path) -> No
         res = cli("worker", "--api-port", str(port), data_dir=tmp_path / "data", timeout=120)
     assert res.returncode == 2, res.stderr[-2000:]
     assert f"the API cannot listen on 127.0.0.1:{port} (Address already in use)" in one_line(res)
+
+
+def test_an_mcp_port_in_use_is_one_line_naming_the_address(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = cli("mcp", "--transport", "http", "--port", str(port), data_dir=tmp_path / "data", timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert f"the MCP server cannot listen on 127.0.0.1:{port} (Address already in use)" in one_line(res)

@@ -179,7 +179,9 @@ def test_ctrl_c_or_sigterm_releases_the_lease_and_records_the_step(sig: signal.S
             first.send_signal(sig)
             first.communicate(timeout=60)
             assert first.returncode == 130, first.log.read_text()[-2000:]
-        assert "taskzilla-sleep: interrupted" in first.log.read_text()
+        log = first.log.read_text()  # what was finished and what was left, and that a rerun repairs it
+        assert "taskzilla-sleep: run-once interrupted during distill: finished steps: prune; left: distill, " in log
+        assert "Re-run the same command to finish" in log
         # Released at once: the next run does not wait for the lease to expire.
         (steps,) = ledger(data, {}).values()
         assert steps["distill"] == "abandoned"

@@ -126,8 +126,9 @@ def test_recall_facts_and_the_human_loop(demo_dir: Path) -> None:
     assert fact["pinned"] and fact["confidence"] == 1.0 and fact["pinned_by"] == "martin"
 
     listed = cli("contradictions", "list", "--json", data_dir=demo_dir)
-    (con,) = json.loads(listed.stdout)
-    assert "async" in con["old"].casefold() and "voice" in con["new"].casefold()
+    (view,) = json.loads(listed.stdout)  # the API's shape: the contradiction and both beliefs' text
+    assert "async" in view["old"].casefold() and "voice" in view["new"].casefold()
+    con = view["contradiction"]
     done = cli(
         "contradictions",
         "resolve",
@@ -150,7 +151,8 @@ def test_recall_facts_and_the_human_loop(demo_dir: Path) -> None:
     assert again.returncode == 1 and "already resolved" in again.stderr
     assert json.loads(cli("contradictions", "list", "--json", data_dir=demo_dir).stdout) == []
     resolved = json.loads(cli("contradictions", "list", "--status", "resolved", "--json", data_dir=demo_dir).stdout)
-    assert resolved[0]["resolved_by"] == "cli:sara" and resolved[0]["note"] == "moved to voice"
+    assert resolved[0]["contradiction"]["resolved_by"] == "cli:sara"
+    assert resolved[0]["contradiction"]["note"] == "moved to voice"
 
     unpin = cli("facts", "unpin", fact["id"], "--by", "martin", "--json", data_dir=demo_dir)
     assert unpin.returncode == 0, unpin.stderr[-2000:]

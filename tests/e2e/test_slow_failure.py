@@ -3,6 +3,7 @@ naming the cause: a refused port, a listener that never answers, a server killed
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -169,3 +170,24 @@ def test_embedded_falkordb_killed_mid_distill_is_restarted_and_the_night_goes_on
     assert after < AFTER_KILL_S + 10  # the rest of the night, on the restarted server
     assert all(status == "ok" for steps in ledger(data, {}).values() for status in steps.values())
     assert cli("reconcile", "--check", data_dir=data).returncode == 0
+
+
+@pytest.mark.parametrize("scheme", ["bolt", "neo4j"])
+def test_status_with_neo4j_down_is_quick_and_logs_json(scheme: str, tmp_path: Path) -> None:
+    """Nothing listens on the Bolt port: status answers within the bound, names the backend and the
+    cause, exits 1, and stderr holds JSON lines only (the driver's own error among them), no traceback."""
+    port = _free_port()
+    env = _settings("neo4j", port) | {"TASKZILLA__GRAPH__NEO4J_URI": f"{scheme}://127.0.0.1:{port}"}
+    started = time.monotonic()
+    res = cli("status", "--json", data_dir=tmp_path / "d", env=env, timeout=60)
+    elapsed = time.monotonic() - started
+    print(f"status, {scheme} refused: exit {res.returncode} after {elapsed:.1f} s; stderr {res.stderr!r}")
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert elapsed < BOUND_S
+    graph = json.loads(res.stdout)["graph"]
+    assert graph["reachable"] is False and graph["where"].startswith(f"{scheme}://127.0.0.1:{port}")
+    assert graph["error"].startswith(f"neo4j unreachable at {scheme}://127.0.0.1:{port}: "), graph["error"]
+    assert "Traceback" not in res.stderr
+    for line in res.stderr.splitlines():
+        event = json.loads(line)  # each line is a JSON event, not the driver's plain text
+        assert {"event", "level", "timestamp"} <= set(event), line

@@ -327,3 +327,24 @@ def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
     assert ing.ingest_lines([line(id="m2", text="changed")], "f").present == 1
     with pytest.raises(EpisodeFileError, match=r"team 'ops' \(stored: 'platform'\)"):
         ing.ingest_lines([line(id="m2", team="ops")], "f")
+
+
+def test_run_once_progress_names_each_step_and_what_an_interruption_left(capsys: pytest.CaptureFixture[str]) -> None:
+    from taskzilla_sleep import cli_ops
+
+    ticks = iter([0.0, 0.0, 1.5, 4.0, 4.0])
+    lines = cli_ops.StepLines(["prune", "distill", "reflect"], show=True, clock=lambda: next(ticks))
+    assert lines.before_step("prune") and lines.before_step("distill")
+    assert lines.interrupted_note() == (
+        "interrupted during distill: finished steps: prune; left: distill, reflect (the step in flight is recorded "
+        "as abandoned). Re-run the same command to finish: every step is idempotent and resumes what was half done"
+    )
+    lines.finished()
+    assert capsys.readouterr().err.splitlines() == [
+        "run-once: step 1/3: prune",
+        "run-once: step 2/3: distill (prune took 1.5 s)",
+        "run-once: done in 4.0 s (distill took 2.5 s)",
+    ]
+    quiet = cli_ops.StepLines(["prune"], show=False)
+    assert quiet.before_step("prune") and capsys.readouterr().err == ""
+    assert quiet.interrupted_note().startswith("interrupted during prune: finished steps: none; left: prune ")

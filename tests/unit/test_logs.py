@@ -30,6 +30,7 @@ def _restore_stdlib_logging() -> Iterator[None]:
     vendors = [logging.getLogger(name) for name in (*VENDOR_LOGGERS, "LiteLLM Router", "LiteLLM Proxy")]
     saved = [(logger, logger.level, list(logger.handlers), list(logger.filters)) for logger in vendors]
     yield
+    logging.captureWarnings(False)  # configure_logging routes warnings.warn to logging: undo it
     for handler in [h for h in root.handlers if type(h).__module__ == "taskzilla_sleep.logs"]:
         root.removeHandler(handler)
     root.setLevel(root_level)
@@ -138,3 +139,18 @@ def test_litellm_own_handler_is_replaced_and_its_filters_kept(capsys: pytest.Cap
     [event] = _json_lines(capsys.readouterr().err)
     assert own_output.getvalue() == ""
     assert event["event"] == "retrying with [REDACTED]" and event["logger"] == "LiteLLM"
+
+
+def test_a_python_warning_is_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The neo4j driver reports server notifications and deprecations with warnings.warn: those go
+    through the same JSON handler (masked), not as plain text straight to stderr."""
+    import warnings
+
+    configure_logging(level="warning", json=True, secrets=[SECRET])
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn(f"notification from the server about {SECRET}", UserWarning, stacklevel=1)
+    [event] = _json_lines(capsys.readouterr().err)
+    assert event["logger"] == "py.warnings" and event["level"] == "warning"
+    assert "UserWarning: notification from the server about **********" in str(event["event"])
+    assert SECRET not in json.dumps(event)

@@ -1,0 +1,45 @@
+"""`taskzilla-sleep demo` names only paths that exist after it exits: without --data-dir its stores
+live in a temporary folder that it removes, so it names none of it; with --data-dir it keeps the
+folder and every path it prints is there."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from taskzilla_sleep.demo import GONE, _without
+from tests.e2e.test_cli import cli
+
+PATH = re.compile(r"(/[\w.\-/]+)")
+
+
+def test_demo_without_a_data_dir_names_no_path_it_removed(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    res = cli("demo", env={"TMPDIR": str(scratch)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert not list(scratch.glob("taskzilla-demo-*"))  # removed
+    assert str(scratch) not in res.stdout, [ln for ln in res.stdout.splitlines() if str(scratch) in ln]
+    assert f"memory index the bot loads: MEMORY.md in {GONE}" in res.stdout
+    assert "keep them with --data-dir DIR" in res.stdout
+
+
+def test_demo_with_a_data_dir_keeps_it_and_every_printed_path_exists(tmp_path: Path) -> None:
+    data = tmp_path / "demo"
+    res = cli("demo", data_dir=data)
+    assert res.returncode == 0, res.stderr[-2000:]
+    index = re.search(r"^memory index the bot loads: (\S+)$", res.stdout, re.M)
+    assert index is not None and Path(index.group(1)).is_file() and Path(index.group(1)).is_relative_to(data)
+    paths = [p for p in PATH.findall(res.stdout) if p.startswith(str(data))]
+    assert len(paths) >= 3 and all(Path(p).exists() for p in paths), paths
+
+
+def test_the_json_of_a_temporary_demo_drops_its_paths_too() -> None:
+    data = {"status": {"data_dir": "/tmp/taskzilla-demo-x1", "graph": {"where": "/tmp/taskzilla-demo-x1/falkordb"}}}
+    out = json.loads(_without("/tmp/taskzilla-demo-x1", json.dumps(data)))
+    assert out == {"status": {"data_dir": GONE, "graph": {"where": GONE}}}
+    assert (
+        _without("/tmp/d", "kept /tmp/data and /tmp/d/chroma, then /tmp/d.")
+        == f"kept /tmp/data and {GONE}, then {GONE}."
+    )
