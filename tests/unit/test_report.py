@@ -447,7 +447,7 @@ def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
     assert m[p + "last_night_step_duration_seconds"][(("step", "reflect"),)] == 3.0
     assert m[p + "last_night_step_failed"][(("step", "decay"),)] == 1.0
     assert m[p + "last_night_ok"][()] == 0.0
-    assert m[p + "last_night_step_count"][(("kind", "patterns_added"), ("step", "distill"))] == 2.0
+    assert m[p + "last_night_steps"][(("kind", "patterns_added"), ("step", "distill"))] == 2.0
     assert m[p + "last_night_llm_tokens"][(("step", "distill"), ("type", "prompt"))] == 1000.0
     assert m[p + "last_night_timestamp_seconds"][()] == (T0 + timedelta(days=4)).timestamp()
     assert m[p + "last_success_timestamp_seconds"][()] == runs[3].finished_at.timestamp()  # type: ignore[union-attr]
@@ -457,8 +457,8 @@ def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
     assert m[p + "outbox_pending"][()] == 3.0
     assert m[p + "outbox_failed"][()] == 2.0  # failed alerts do not vanish from the dashboard
     assert m[p + "memory_index_entries"][()] == 47.0
-    assert m[p + "pattern_lag_seconds"][(("quantile", "0.5"),)] == 300.0
-    assert m[p + "pattern_lag_seconds"][(("quantile", "0.95"),)] == pytest.approx(420.0)
+    assert m[p + "pattern_lag_seconds"][(("percentile", "50"),)] == 300.0
+    assert m[p + "pattern_lag_seconds"][(("percentile", "95"),)] == pytest.approx(420.0)
     health = {dict(k)["signal"]: v for k, v in m[p + "health"].items()}
     assert health["failed_steps"] == 2.0 and health["merges"] == 0.0 and health["memory_index"] == 0.0
     assert set(m[p + "source_up"].values()) == {1.0}
