@@ -23,15 +23,26 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 def route_template(routes: Sequence[BaseRoute], scope: dict[str, Any]) -> str:
     """The path template of the route that would answer ``scope`` (a 405 names its route too)."""
+    return _match(routes, scope) or UNMATCHED
+
+
+def _match(routes: Sequence[BaseRoute], scope: dict[str, Any]) -> str | None:
     partial: str | None = None
     for route in routes:
         match, _child = route.matches(scope)
+        if match is Match.NONE:
+            continue
         path = getattr(route, "path", None)
-        if match is Match.FULL and isinstance(path, str):
+        if not isinstance(path, str):
+            # A router FastAPI includes lazily (no path of its own): look among its routes.
+            inner = getattr(route, "effective_candidates", None)
+            path = _match(list(inner()), scope) if callable(inner) else None
+            if path is None:
+                continue
+        if match is Match.FULL:
             return path or "/"
-        if match is Match.PARTIAL and partial is None and isinstance(path, str):
-            partial = path or "/"
-    return partial or UNMATCHED
+        partial = partial or path or "/"
+    return partial
 
 
 def answered_by(scope: dict[str, Any], before: dict[str, Any]) -> str | None:

@@ -258,3 +258,22 @@ def test_the_prometheus_config_loads_the_rules_where_compose_mounts_them(promtoo
     targets = {Path(target): Path(source) for source, target, *_ in mounts if source.startswith("./")}
     assert targets[Path("/etc/prometheus/prometheus.yml")] == Path("ops/prometheus.yml")
     assert targets[Path("/etc/prometheus") / rule_file] == Path("ops/prometheus/rules.yml")
+
+
+def test_every_dashboard_query_parses_as_promql(promtool: str, tmp_path: Path) -> None:
+    # promtool parses each query as a recording rule, with Grafana's variables as Grafana fills them.
+    dash = json.loads((REPO / "ops" / "grafana" / "taskzilla-sleep.json").read_text())
+    fill = {"$__rate_interval": "5m", "$job": ".*", "$instance": ".*"}
+    rules = []
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            expr = t["expr"]
+            for var, value in fill.items():
+                expr = expr.replace(var, value)
+            assert "$" not in expr, f"panel {p['title']!r}: an unknown variable in {expr}"
+            rules.append({"record": f"dashboard:panel_{p['id']}_{t['refId']}", "expr": expr})
+    path = tmp_path / "dashboard_rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    done = run_promtool(promtool, "check", "rules", str(path))
+    assert done.returncode == 0, (done.stdout + done.stderr).decode()
+    assert f"SUCCESS: {len(rules)} rules found".encode() in done.stdout
