@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser examples compose-check bench eval clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser promtool examples compose-check bench eval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-contract: $(STAMP) $(NEO4J_CP) compose-check
+contract: $(STAMP) $(NEO4J_CP) compose-check promtool
 	$(BIN)/pytest -q tests/contract
 
 e2e: $(STAMP) browser examples
@@ -53,6 +53,12 @@ e2e: $(STAMP) browser examples
 # through Playwright's executable_path: no browser download).
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+# promtool lints a live /metrics scrape, checks and unit-tests ops/prometheus/rules.yml and the
+# dashboard's queries (tests/contract/test_prometheus.py): Debian's prometheus package ships it. The
+# server it also installs is not started (no init system here; under systemd: disable it if unwanted).
+promtool:
+	@command -v promtool >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
 
 # The example bots' toolchains (tests/e2e/test_clients.py): the Node bot's pinned packages from its
 # package-lock.json, and one build of the Go bot (standard library only, nothing downloaded) so the
@@ -72,7 +78,7 @@ $(COMPOSE_CHECK): ops/compose-check/main.go ops/compose-check/go.mod ops/compose
 
 compose-check: $(COMPOSE_CHECK)
 
-test: $(STAMP) $(NEO4J_CP) browser examples compose-check lint typecheck
+test: $(STAMP) $(NEO4J_CP) browser promtool examples compose-check lint typecheck
 	$(BIN)/pytest -rs tests
 
 # The product's numbers against real backends (BENCHMARKS.md): FalkorDB + Chroma embedded and

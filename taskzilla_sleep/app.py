@@ -14,6 +14,7 @@ import structlog
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import ConfigError, StoreError
 from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
@@ -29,12 +30,14 @@ class Services:
     embedder: Embedder
     _llm: LLMProvider | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
+    # This process's counters and histograms (served by the worker at /metrics): one set per Services.
+    instruments: Instruments = field(default_factory=Instruments, repr=False)
 
     @property
     def llm(self) -> LLMProvider:
         """Built on first use: the offline provider, or litellm when ``llm.model`` is set."""
         if self._llm is None:
-            self._llm = build_llm(self.settings, self.embedder)
+            self._llm = build_llm(self.settings, self.embedder, self.instruments)
         return self._llm
 
     def ingestor(self, clock: Callable[[], datetime] | None = None) -> Ingestor:
@@ -46,6 +49,7 @@ class Services:
             WriteDiscipline(s.write_discipline),
             Limits.of(s),
             clock or (lambda: datetime.now(UTC)),
+            self.instruments,
         )
 
     def close(self) -> None:
@@ -76,7 +80,7 @@ def build_embedder(settings: Settings) -> Embedder:
     return OfflineMiniLM()
 
 
-def build_llm(settings: Settings, embedder: Embedder) -> LLMProvider:
+def build_llm(settings: Settings, embedder: Embedder, instruments: Instruments | None = None) -> LLMProvider:
     m = settings.llm
     if m.model is None:
         from taskzilla_sleep.llm.offline import OfflineProvider
@@ -93,6 +97,7 @@ def build_llm(settings: Settings, embedder: Embedder) -> LLMProvider:
         temperature=m.temperature,
         json_schema=m.json_schema,
         batch_groups=m.batch_groups,
+        instruments=instruments,
     )
 
 

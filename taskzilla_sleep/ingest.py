@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, Episode, EpisodeIn, EpisodeStatus, from_ms, to_ms
 from taskzilla_sleep.settings import ConnectorRule, IngestSettings
 from taskzilla_sleep.stores.ports import GraphStore, MetaValue, StoredEpisode, VectorStore
@@ -276,8 +277,10 @@ class Ingestor:
         discipline: WriteDiscipline,
         limits: Limits,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        instruments: Instruments | None = None,
     ) -> None:
         self._graph = graph
+        self._instruments = instruments
         self._vectors = vectors
         self._extractor = extractor
         self._discipline = discipline
@@ -353,6 +356,8 @@ class Ingestor:
         links = [lk for e in new for lk in self._extractor.links(e)]
         report.new = self._graph.upsert_episodes(new, links)
         progress.stored = report.new
+        if self._instruments is not None:  # counted once the graph (the source of truth) committed
+            self._instruments.ingested(report.new, report.skipped_by_connector)
         crashpoint("ingest.after_graph")
 
         live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]

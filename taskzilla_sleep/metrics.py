@@ -53,7 +53,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "last_night_duration_seconds": ("Wall time of the last night, all steps", ()),
     "last_night_step_duration_seconds": ("Wall time of each step of the last night", ("step",)),
     "last_night_step_failed": ("1 if the step failed in the last night", ("step",)),
-    "last_night_step_count": (
+    "last_night_steps": (
         "What each step of the last night did (patterns_added, merges, retired...)",
         ("step", "kind"),
     ),
@@ -66,7 +66,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "outbox_pending": ("Chat alerts waiting in the durable outbox", ()),
     "outbox_failed": ("Chat alerts given up after max_attempts: kept, never sent until requeued", ()),
     "memory_index_entries": ("Entries in the memory index the bot loads", ()),
-    "pattern_lag_seconds": ("Pattern availability lag over the patterns created in the recent runs", ("quantile",)),
+    "pattern_lag_seconds": (
+        "Pattern availability lag over the patterns created in the recent runs, by percentile (50, 95)",
+        ("percentile",),
+    ),
     "health": ("Health verdict per signal: 0 ok, 1 watch, 2 bad, -1 unknown", ("signal",)),
 }
 
@@ -186,10 +189,10 @@ def _add_window(
 ) -> None:
     """Figures over the runs read on this scrape: pattern lag quantiles and the health verdicts."""
     lags = [lag for x in nights for lag in x.lags_s]
-    for q, label in ((50, "0.5"), (95, "0.95")):
+    for q in (50, 95):
         v = percentile(lags, q)
         if v is not None:
-            fam["pattern_lag_seconds"].add_metric([label], v)
+            fam["pattern_lag_seconds"].add_metric([str(q)], v)
     signals = [
         store_growth_signal(nights, grace_days),
         merges_signal(nights),
@@ -215,7 +218,7 @@ def _add_last_night(fam: dict[str, GaugeMetricFamily], x: Night) -> None:
             fam["last_night_step_duration_seconds"].add_metric([s.step], s.duration_s)
         fam["last_night_step_failed"].add_metric([s.step], 1 if s.status == "failed" else 0)
         for kind, v in sorted(s.counts.items()):
-            fam["last_night_step_count"].add_metric([s.step, kind], v)
+            fam["last_night_steps"].add_metric([s.step, kind], v)
         fam["last_night_llm_calls"].add_metric([s.step], s.llm_calls)
         fam["last_night_llm_tokens"].add_metric([s.step, "prompt"], s.prompt_tokens)
         fam["last_night_llm_tokens"].add_metric([s.step, "completion"], s.completion_tokens)
@@ -238,16 +241,11 @@ def build_registry(
     index_cap: int,
     grace_days: float,
 ) -> CollectorRegistry:
-    """A fresh registry with one SleepCollector over ``graph`` (one runs(window) + one counts() a scrape).
-
-    ``index_cap`` and ``grace_days``: ``memory_index.max_entries`` and ``decay.grace_hours`` / 24 of
-    the worker's settings (see SleepCollector).
-    """
+    """A fresh registry with one ledger_collector over ``graph`` (one runs(window) + one counts() a scrape)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
-        SleepCollector(
-            graph.runs,
-            lambda: graph.counts().sizes(),
+        ledger_collector(
+            graph,
             outbox_pending=outbox_pending,
             outbox_failed=outbox_failed,
             memory_index_size=memory_index_size,
@@ -259,9 +257,36 @@ def build_registry(
     return registry
 
 
+def ledger_collector(
+    graph: LedgerSource,
+    *,
+    outbox_pending: Callable[[], int | None] | None = None,
+    outbox_failed: Callable[[], int | None] | None = None,
+    memory_index_size: Callable[[], int | None] | None = None,
+    window: int = 5,
+    index_cap: int,
+    grace_days: float,
+) -> SleepCollector:
+    """The SleepCollector over ``graph``; the worker attaches it to its ``Instruments`` (one /metrics).
+
+    ``index_cap`` and ``grace_days``: ``memory_index.max_entries`` and ``decay.grace_hours`` / 24 of
+    the worker's settings (see SleepCollector).
+    """
+    return SleepCollector(
+        graph.runs,
+        lambda: graph.counts().sizes(),
+        outbox_pending=outbox_pending,
+        outbox_failed=outbox_failed,
+        memory_index_size=memory_index_size,
+        window=window,
+        index_cap=index_cap,
+        grace_days=grace_days,
+    )
+
+
 def render(registry: CollectorRegistry) -> tuple[bytes, str]:
     """(body, content type) for a /metrics response."""
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
-__all__ = ["FAMILIES", "LedgerSource", "SleepCollector", "build_registry", "render"]
+__all__ = ["FAMILIES", "LedgerSource", "SleepCollector", "build_registry", "ledger_collector", "render"]

@@ -21,6 +21,7 @@ import structlog
 
 from taskzilla_sleep.errors import StoreError, UsageError
 from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.memory_index import rebuild_memory
 from taskzilla_sleep.models import STEP_NAMES, Pattern, Run, RunTrigger, StepName, StepResult
@@ -76,6 +77,8 @@ class NightHooks:
     should_stop: Callable[[], bool] | None = None
     # Held around the drift repair: the worker's ingest gate, so an ingest in flight is not drift.
     quiet: Callable[[], AbstractContextManager[None]] = nullcontext
+    # The worker's counters: step durations, pattern lags and drift of the nights it runs.
+    instruments: Instruments | None = None
 
 
 @dataclass
@@ -177,6 +180,8 @@ class _Night:
                 failed = not self._step(step, res, teams, now)
             run.finished_at = self.stamp()
             run.pattern_lags_s = [x for plans in self.result.plans.values() for p in plans for x in p.pattern_lags()]
+            if self.hooks.instruments is not None and not request.dry_run:
+                self.hooks.instruments.pattern_lags(request.trigger, run.pattern_lags_s)
             if not request.dry_run:
                 self._close()
             log.info(
@@ -193,6 +198,8 @@ class _Night:
         with self.hooks.quiet():
             drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now)
         self.result.repaired_drift = drift.repaired
+        if self.hooks.instruments is not None:
+            self.hooks.instruments.drift_items.inc(drift.drift)
         self.result.quarantined = drift.quarantined
         self.result.run.sizes_before = store_sizes(self.graph, self.services.vectors)
         self.graph.save_run(self.result.run)
@@ -249,6 +256,9 @@ class _Night:
             log.error("step_failed", step=step.name, error=res.error)
         finally:
             res.finished_at = self.stamp()
+            elapsed = time.perf_counter() - t0
+            if self.hooks.instruments is not None and not dry_run:
+                self.hooks.instruments.step_duration.labels(step.name, res.status).observe(elapsed)
             _usage_delta(res, calls_before, _usage(self.llm))
             if step.prompt is not None:  # the judging steps: which prompt judged
                 res.prompt_ids = [self.llm.prompt_ids[step.prompt]]
@@ -256,7 +266,7 @@ class _Night:
                 "step_finished",
                 step=step.name,
                 status=res.status,
-                duration_s=round(time.perf_counter() - t0, 3),
+                duration_s=round(elapsed, 3),
                 dry_run=dry_run,
                 **res.counts,
             )

@@ -21,6 +21,7 @@ from taskzilla_sleep.access import Access
 from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter, list_alerts, requeue_alerts
 from taskzilla_sleep.errors import BadRequest, NotFound
 from taskzilla_sleep.ingest import Ingestor, IngestReport
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.memory_admin import (
     ForgetReport,
     PatternDetail,
@@ -120,6 +121,7 @@ class MemoryService:
         on_ingest: Callable[[], None] = lambda: None,
         gate: IngestGate | None = None,
         exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
+        instruments: Instruments | None = None,
     ) -> None:
         self.settings = settings
         self.graph = graph
@@ -131,6 +133,7 @@ class MemoryService:
         # Held around a forget: the worker passes the consolidation lease, so a forget never
         # lands in the middle of a night (or raises Busy after a bounded wait).
         self.exclusive = exclusive
+        self.instruments = instruments  # recall latency for /metrics (None: not timed)
 
     def team(self, access: Access, wanted: str | None) -> str:
         """The team a read is about; the caller must see it."""
@@ -151,17 +154,19 @@ class MemoryService:
         include_superseded: bool = False,
     ) -> list[RecallItem]:
         scope = self.team(access, team)
-        return recall(
-            self.graph,
-            self.vectors,
-            query,
-            self.clock(),
-            teams=[scope],
-            entity=entity,
-            k=k,
-            include_drafts=include_drafts,
-            include_superseded=include_superseded,
-        )
+        timer = self.instruments.recall_duration.time() if self.instruments is not None else nullcontext()
+        with timer:
+            return recall(
+                self.graph,
+                self.vectors,
+                query,
+                self.clock(),
+                teams=[scope],
+                entity=entity,
+                k=k,
+                include_drafts=include_drafts,
+                include_superseded=include_superseded,
+            )
 
     def patterns(
         self, access: Access, team: str | None, status: PatternStatus | None, limit: int, offset: int

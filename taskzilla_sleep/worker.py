@@ -81,10 +81,12 @@ class Worker:
             on_ingest=self._wake.set,
             gate=self.gate,
             exclusive=lambda: exclusive(services.graph, self.settings.worker.lease_ttl_s, "api", FORGET_WAIT_S),
+            instruments=services.instruments,
         )
         self.port: int | None = None
         self._started_at = clock.now()  # a night whose slot passed before this is a catch-up
         self._metrics_registry: Any = None
+        self._metrics_lock = threading.Lock()  # two first scrapes at once must not register twice
         self._outbox: Any = None
         self._senders: dict[str, Any] = {}
         self._open_alerts()
@@ -193,6 +195,7 @@ class Worker:
                 before_step=lambda step: self._wait_for_slot(night, step),
                 should_stop=self._stop.is_set,
                 quiet=self._quiet,
+                instruments=self.services.instruments,
             )
             self._after_night(run_night(self.services, request, hooks))
 
@@ -242,7 +245,12 @@ class Worker:
                     teams=[team],
                     lookback=timedelta(hours=self.settings.watchdog.lookback_hours),
                 )
-                hooks = NightHooks(clock=self.clock.now, should_stop=self._stop.is_set, quiet=self._quiet)
+                hooks = NightHooks(
+                    clock=self.clock.now,
+                    should_stop=self._stop.is_set,
+                    quiet=self._quiet,
+                    instruments=self.services.instruments,
+                )
                 result = run_night(self.services, request, hooks)
                 log.info("watchdog_finished", team=team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
 
@@ -262,7 +270,9 @@ class Worker:
             tz=self.schedule.tz,
             public_url=self.settings.api.public_url,
         )
-        deliver_due(self._outbox, self._senders, self.settings.alerts, now)
+        report = deliver_due(self._outbox, self._senders, self.settings.alerts, now)
+        kinds = {name: ch.kind for name, ch in self.settings.alerts.channels.items()}
+        self.services.instruments.alert_round(report.by_channel, kinds)
 
     def _open_alerts(self) -> None:
         """Build the chat senders at start: a missing webhook URL or token is a config error now, not at 3 am."""
@@ -292,8 +302,14 @@ class Worker:
         api = self.settings.api
         mcp = mcp_route(build_server(self.memory, None), tokens, api.host, api.max_body_bytes)
         chat = chat_mounts(ChatOps.from_settings(self.memory, self._env))  # Slack/Telegram buttons
-        mounts = [mcp, *chat]
-        return ApiDeps(service=self.memory, tokens=tokens, status=self.status, metrics=self.metrics, mounts=mounts)
+        return ApiDeps(
+            service=self.memory,
+            tokens=tokens,
+            status=self.status,
+            metrics=self.metrics,
+            mounts=[mcp, *chat],
+            instruments=self.services.instruments,
+        )
 
     def _start_api(self) -> None:
         import uvicorn
@@ -362,20 +378,23 @@ class Worker:
         return render(self._registry())
 
     def _registry(self) -> Any:
-        if self._metrics_registry is None:
-            from taskzilla_sleep.alerts.outbox import Outbox
-            from taskzilla_sleep.metrics import build_registry
+        with self._metrics_lock:
+            if self._metrics_registry is None:
+                from taskzilla_sleep.alerts.outbox import Outbox
+                from taskzilla_sleep.metrics import ledger_collector
 
-            outbox = self._outbox or Outbox(self.services.graph)
-            self._metrics_registry = build_registry(
-                self.services.graph,
-                outbox_pending=outbox.pending_count if self._outbox is not None else None,
-                outbox_failed=outbox.failed_count if self._outbox is not None else None,
-                memory_index_size=self._memory_index_size,
-                index_cap=self.settings.memory_index.max_entries,
-                grace_days=self.settings.decay.grace_hours / 24,
-            )
-        return self._metrics_registry
+                outbox = self._outbox or Outbox(self.services.graph)
+                collector = ledger_collector(
+                    self.services.graph,
+                    outbox_pending=outbox.pending_count if self._outbox is not None else None,
+                    outbox_failed=outbox.failed_count if self._outbox is not None else None,
+                    memory_index_size=self._memory_index_size,
+                    index_cap=self.settings.memory_index.max_entries,
+                    grace_days=self.settings.decay.grace_hours / 24,
+                )
+                # Beside this worker's counters: one /metrics serves both.
+                self._metrics_registry = self.services.instruments.attach(collector)
+            return self._metrics_registry
 
     def _memory_index_size(self) -> int | None:
         sizes = [

@@ -30,6 +30,7 @@ from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter
 from taskzilla_sleep.api import errors
 from taskzilla_sleep.api.body_limit import BodyLimit
 from taskzilla_sleep.api.errors import responses
+from taskzilla_sleep.api.http_metrics import HttpMetrics
 from taskzilla_sleep.api.schemas import (
     ForgetRequest,
     Health,
@@ -42,6 +43,7 @@ from taskzilla_sleep.api.schemas import (
 )
 from taskzilla_sleep.errors import Busy, StoreError
 from taskzilla_sleep.ingest import IngestReport
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSummary
 from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern, PatternStatus
 from taskzilla_sleep.recall import render_prompt
@@ -77,6 +79,7 @@ class ApiDeps:
         status: Callable[[], dict[str, Any]],
         metrics: Callable[[], tuple[bytes, str]],
         mounts: list[tuple[BaseRoute, Callable[[], AbstractAsyncContextManager[None]]]] | None = None,
+        instruments: Instruments | None = None,
     ) -> None:
         self.service = service
         self.tokens = tokens
@@ -85,6 +88,7 @@ class ApiDeps:
         # Other apps served beside /v1 (the MCP server at /mcp), each with what must run while it is
         # served (entered in the app's lifespan: the server must run it).
         self.mounts = mounts or []
+        self.instruments = instruments  # requests counted by route template and status (None: not counted)
 
 
 class IngestQueue:
@@ -130,6 +134,8 @@ def create_app(deps: ApiDeps) -> FastAPI:
         "configured, to a bearer token's teams and role (read < write < admin).",
     )
     app.add_middleware(BodyLimit, limit=settings.api.max_body_bytes)
+    if deps.instruments is not None:  # added last, so outermost: a 413 of BodyLimit is counted too
+        app.add_middleware(HttpMetrics, instruments=deps.instruments, routes=app.router.routes)
     errors.install(app)
     app.state.tokens = deps.tokens
     queue = IngestQueue(settings.api.ingest_concurrency, settings.api.ingest_queue)

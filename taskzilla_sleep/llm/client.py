@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar
 import structlog
 
 from taskzilla_sleep.errors import ConfigError, LLMError
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMUsage,
@@ -115,6 +116,7 @@ class LiteLLMProvider:
         batch_groups: int = 8,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 30.0,
+        instruments: Instruments | None = None,
     ) -> None:
         if not model:
             raise ConfigError("llm.model is empty")
@@ -134,6 +136,7 @@ class LiteLLMProvider:
         self._batch_groups = batch_groups
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
+        self._instruments = instruments  # calls, errors, tokens and skips for /metrics (None: not counted)
 
     # -- the protocol -----------------------------------------------------------------------
 
@@ -159,7 +162,13 @@ class LiteLLMProvider:
     ) -> dict[int, ResT | Unanswered]:
         """The answer to each request of ``batches`` (lists of indexes into ``requests``), by index."""
         results = self._run_all([[requests[i] for i in b] for b in batches], lambda b, abort: self._batch(c, b, abort))
-        return {i: got for idx, res in zip(batches, results, strict=True) for i, got in zip(idx, res, strict=True)}
+        answers = {i: got for idx, res in zip(batches, results, strict=True) for i, got in zip(idx, res, strict=True)}
+        if self._instruments is not None:
+            skipped = sum(1 for got in answers.values() if isinstance(got, Unanswered))
+            requests_of = self._instruments.llm_requests
+            requests_of.labels(c.prompt.name, "answered").inc(len(answers) - skipped)
+            requests_of.labels(c.prompt.name, "skipped").inc(skipped)
+        return answers
 
     # -- one batch ----------------------------------------------------------------------------
 
@@ -176,14 +185,14 @@ class LiteLLMProvider:
         try:
             parsed = c.prompt.parse(reply.content, truncated=reply.truncated)
         except InvalidAnswer as exc:
-            self.usage.add("invalid_answers")
+            self._invalid(c.prompt.name)
             log.warning("llm_invalid_batch", kind=c.prompt.name, reason=exc.reason, size=len(batch), **c.context(batch))
             half = len(batch) // 2
             return self._batch(c, batch[:half], abort) + self._batch(c, batch[half:], abort)
         out: list[ResT | Unanswered] = []
         for req, item in zip(batch, c.items(parsed, batch), strict=True):
             if isinstance(item, str):
-                self.usage.add("invalid_answers")
+                self._invalid(c.prompt.name)
                 log.warning("llm_invalid_item", kind=c.prompt.name, reason=item, **c.context([req]))
                 again = self._one(c, req, abort)
                 out.append(again)
@@ -204,7 +213,7 @@ class LiteLLMProvider:
             if not isinstance(item, str):
                 return item
             reason = item
-            self.usage.add("invalid_answers")
+            self._invalid(c.prompt.name)
             log.warning("llm_invalid_answer", kind=c.prompt.name, reason=reason, attempt=attempt, **c.context([req]))
             if attempt == 1:
                 self.usage.add("retries")
@@ -251,6 +260,8 @@ class LiteLLMProvider:
                 response = litellm.completion(**kwargs)
             except Exception as exc:  # litellm maps every vendor error to its own types; sorted below
                 status = getattr(exc, "status_code", None)
+                if self._instruments is not None:
+                    self._instruments.llm_errors.labels(prompt.name, "transport").inc()
                 if not _is_transient(litellm, exc) or attempt >= self._max_retries:
                     log.warning(
                         "llm_request_failed",
@@ -286,6 +297,8 @@ class LiteLLMProvider:
         except Exception:  # raised for models missing from litellm's price map: unknown, not an error
             cost = None
         self.usage.add_call(prompt_tokens, completion_tokens, cost)
+        if self._instruments is not None:
+            self._instruments.llm_answered(prompt.name, prompt_tokens, completion_tokens, duration_s)
         choices = getattr(response, "choices", None) or []
         content = getattr(getattr(choices[0], "message", None), "content", None) if choices else None
         finish_reason = getattr(choices[0], "finish_reason", None) if choices else None
@@ -299,6 +312,11 @@ class LiteLLMProvider:
             duration_s=round(duration_s, 3),
         )
         return _Reply(content if isinstance(content, str) else None, finish_reason == "length")
+
+    def _invalid(self, kind: str) -> None:
+        self.usage.add("invalid_answers")
+        if self._instruments is not None:
+            self._instruments.llm_errors.labels(kind, "invalid_answer").inc()
 
     def _backoff_delay(self, attempt: int, exc: BaseException) -> float:
         ceiling = min(self._backoff_max_s, self._backoff_base_s * 2**attempt)

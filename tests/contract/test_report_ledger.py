@@ -97,7 +97,7 @@ def test_report_over_a_real_ledger_skips_dry_runs_and_exits_1_on_bad(
 def test_build_registry_over_a_real_ledger(falkor: CypherGraphStore) -> None:
     falkor.save_run(make_run(0, merges=2))
     m = scrape(build_registry(falkor, outbox_pending=lambda: None, index_cap=CAP, grace_days=GRACE_DAYS))
-    assert m["taskzilla_sleep_last_night_step_count"][(("kind", "merges"), ("step", "reflect"))] == 2.0
+    assert m["taskzilla_sleep_last_night_steps"][(("kind", "merges"), ("step", "reflect"))] == 2.0
     assert m["taskzilla_sleep_store_size"][(("kind", "episodes_total"),)] == 0.0
     assert "taskzilla_sleep_outbox_pending" not in m  # None means "not known", not 0
     assert m["taskzilla_sleep_source_up"][(("source", "ledger"),)] == 1.0

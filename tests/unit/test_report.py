@@ -18,6 +18,7 @@ import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from taskzilla_sleep.facts import fact_id
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.metrics import FAMILIES, SleepCollector, render
 from taskzilla_sleep.models import (
     Contradiction,
@@ -447,7 +448,7 @@ def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
     assert m[p + "last_night_step_duration_seconds"][(("step", "reflect"),)] == 3.0
     assert m[p + "last_night_step_failed"][(("step", "decay"),)] == 1.0
     assert m[p + "last_night_ok"][()] == 0.0
-    assert m[p + "last_night_step_count"][(("kind", "patterns_added"), ("step", "distill"))] == 2.0
+    assert m[p + "last_night_steps"][(("kind", "patterns_added"), ("step", "distill"))] == 2.0
     assert m[p + "last_night_llm_tokens"][(("step", "distill"), ("type", "prompt"))] == 1000.0
     assert m[p + "last_night_timestamp_seconds"][()] == (T0 + timedelta(days=4)).timestamp()
     assert m[p + "last_success_timestamp_seconds"][()] == runs[3].finished_at.timestamp()  # type: ignore[union-attr]
@@ -457,8 +458,8 @@ def test_metrics_expose_last_night_store_sizes_lag_and_verdicts() -> None:
     assert m[p + "outbox_pending"][()] == 3.0
     assert m[p + "outbox_failed"][()] == 2.0  # failed alerts do not vanish from the dashboard
     assert m[p + "memory_index_entries"][()] == 47.0
-    assert m[p + "pattern_lag_seconds"][(("quantile", "0.5"),)] == 300.0
-    assert m[p + "pattern_lag_seconds"][(("quantile", "0.95"),)] == pytest.approx(420.0)
+    assert m[p + "pattern_lag_seconds"][(("percentile", "50"),)] == 300.0
+    assert m[p + "pattern_lag_seconds"][(("percentile", "95"),)] == pytest.approx(420.0)
     health = {dict(k)["signal"]: v for k, v in m[p + "health"].items()}
     assert health["failed_steps"] == 2.0 and health["merges"] == 0.0 and health["memory_index"] == 0.0
     assert set(m[p + "source_up"].values()) == {1.0}
@@ -505,18 +506,43 @@ def test_a_failing_source_is_reported_not_raised_and_last_night_sticks() -> None
     assert "taskzilla_sleep_open_contradictions" not in second  # the size callable did not give it
 
 
+def exported_names() -> set[str]:
+    """Every series name a worker's /metrics can hold: the ledger gauges and its instruments (with the
+    suffixes Prometheus sees: ``_total`` of a counter, ``_bucket``/``_count``/``_sum`` of a histogram)."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    names = {f"taskzilla_sleep_{name}" for name in FAMILIES}
+    for fam in Instruments().registry.collect():
+        names |= {fam.name + s for s in suffixes[fam.type]}
+    return names
+
+
 def test_grafana_dashboard_and_prometheus_config_match_the_metric_names() -> None:
     import yaml
 
     ops = Path(__file__).resolve().parents[2] / "ops"
     dash = json.loads((ops / "grafana" / "taskzilla-sleep.json").read_text())
     assert dash["uid"] == "taskzilla-sleep"
-    assert [v["name"] for v in dash["templating"]["list"]] == ["DS_PROMETHEUS"]
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert list(variables) == ["DS_PROMETHEUS", "job", "instance"]
+    for name in ("job", "instance"):  # replicas: pick one, several or all
+        v = variables[name]
+        assert v["type"] == "query" and v["multi"] and v["includeAll"] and v["allValue"] == ".*"
+        assert v["query"]["query"].startswith("label_values(taskzilla_sleep_build_info")
     panels = [p for p in dash["panels"] if p["type"] != "row"]
     assert len(panels) >= 12 and all(p["datasource"]["uid"] == "${DS_PROMETHEUS}" for p in panels)
-    used = {m for p in panels for t in p["targets"] for m in re.findall(r"taskzilla_sleep_\w+", t["expr"])}
-    assert used <= {f"taskzilla_sleep_{name}" for name in FAMILIES}, "the dashboard queries a metric nobody exports"
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    series = [m for e in exprs for m in re.findall(r"\b((?:taskzilla_sleep|process)_\w+)(\{[^}]*\})?", e)]
+    unscoped = [name for name, labels in series if 'job=~"$job", instance=~"$instance"' not in labels]
+    assert unscoped == [], "every query is scoped to the chosen job and instance"
+    used = {name for name, _ in series}
+    assert used <= exported_names(), "the dashboard queries a metric nobody exports"
     assert {"taskzilla_sleep_health", "taskzilla_sleep_last_success_timestamp_seconds"} <= used
+    (alerts,) = [i for i, p in enumerate(dash["panels"]) if p["type"] == "row" and p["title"] == "Alerts"]
+    after = dash["panels"][alerts + 1 :]
+    row = after[: next((i for i, p in enumerate(after) if p["type"] == "row"), len(after))]
+    in_row = " ".join(t["expr"] for p in row for t in p["targets"])
+    for name in ("outbox_pending", "outbox_failed", "alert_deliveries_total", "alert_delivery_failures_total"):
+        assert f"taskzilla_sleep_{name}" in in_row, name
 
     prom = yaml.safe_load((ops / "prometheus.yml").read_text())
     (job,) = prom["scrape_configs"]
