@@ -219,7 +219,7 @@ def import_interrupted_note(team: str, shown: Progress, replace: bool) -> str:
     if shown.phase == "graph":
         return (
             f"interrupted: {shown.done} of {shown.total} items of team {team!r} written to the graph, "
-            f"no vectors yet; the team is partly imported: {finish}"
+            f"no vectors yet; the team may be partly imported: {finish}"
         )
     if shown.phase == "vectors":
         return (
