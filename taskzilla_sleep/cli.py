@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory, cli_ops
+from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory, cli_ops, progress
 from taskzilla_sleep.cli_memory import BY_HELP, port_number
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -64,7 +64,7 @@ def make_parser() -> argparse.ArgumentParser:
     ing.add_argument("file", help="episodes, one JSON object a line; '-' reads stdin")
     ing.add_argument("--now", type=_iso, help="the ingestion time to record (replay, tests); default: now")
     ing.add_argument("--json", action="store_true", help="machine-readable output")
-    ing.add_argument("--progress", action="store_true", help="progress on stderr (default: on a terminal)")
+    progress.add_flags(ing)
 
     st = sub.add_parser("status", parents=[common], help="store sizes, backend health, config in use")
     st.add_argument("--json", action="store_true", help="machine-readable output")
@@ -80,7 +80,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     ro.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
     ro.add_argument("--json", action="store_true", help="machine-readable output")
-    ro.add_argument("--progress", action="store_true", help="a line per step on stderr (default: on a terminal)")
+    progress.add_flags(ro)
 
     rec = sub.add_parser("recall", parents=[common], help="what the bot would get back for a query")
     rec.add_argument("query")
@@ -139,6 +139,7 @@ def make_parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("reconcile", parents=[common], help="find (and repair) drift between the two stores")
     rc.add_argument("--check", action="store_true", help="only report; exit 1 when drift is found")
     rc.add_argument("--json", action="store_true", help="machine-readable output")
+    progress.add_flags(rc)
     cli_memory.add_parsers(sub, common)  # patterns, forget, export, import
     cli_mcp.add_parser(sub, common)  # mcp
     cli_alerts.add_parsers(sub, common)  # alerts list, alerts requeue
@@ -200,14 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "demo": cmd_demo,
             "ingest": cli_ops.cmd_ingest,
             "status": cmd_status,
-            "reconcile": cmd_reconcile,
+            "reconcile": cli_ops.cmd_reconcile,
+            "import": cli_ops.cmd_import,
             "run-once": cmd_run_once,
             "recall": cmd_recall,
             "facts": cmd_facts,
             "contradictions": cmd_contradictions,
             "worker": cmd_worker,
             "report": cmd_report,
-            **cli_memory.HANDLERS,  # patterns, forget, export, import
+            **cli_memory.HANDLERS,  # patterns, forget, export
             **cli_mcp.HANDLERS,  # mcp
             **cli_alerts.HANDLERS,  # alerts
         }[args.command]
@@ -241,17 +243,6 @@ def cmd_status(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     return 0 if report.healthy else 1
 
 
-def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep.app import build
-    from taskzilla_sleep.reconcile import reconcile
-
-    with build(settings, secrets) as services:
-        report = reconcile(services.graph, services.vectors, repair=not args.check)
-    text = f"drift: {report.missing} missing vectors, {report.orphans} orphan vectors; repaired {report.repaired}"
-    _emit(args, report.model_dump(mode="json") | {"drift": report.drift}, text)
-    return 1 if args.check and report.drift else 0
-
-
 def cmd_demo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.demo import run_demo
 
@@ -269,30 +260,30 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
     from taskzilla_sleep.app import build
     from taskzilla_sleep.models import STEP_NAMES
     from taskzilla_sleep.pipeline import NightHooks, NightRequest, parse_steps, run_night
-    from taskzilla_sleep.report.night import render_night, render_plan
+    from taskzilla_sleep.report.night import plan_totals, render_night, render_plan
 
     steps = parse_steps(args.steps)
     shown = cli_ops.StepLines(
-        [x for x in STEP_NAMES if x in (steps or STEP_NAMES)], args.progress or sys.stderr.isatty()
+        [x for x in STEP_NAMES if x in (steps or STEP_NAMES)], cli_ops.progress_for(args, "run-once")
     )
     hooks = NightHooks(before_step=shown.before_step)
     try:
-        with build(settings, secrets) as s, cli_ops.sigterm_interrupts():
+        with build(settings, secrets) as s, shown.shown, cli_ops.sigterm_interrupts():
             request = NightRequest(now=_now(args), steps=steps, trigger="manual", dry_run=args.dry_run, teams=args.team)
             if args.dry_run:
                 result = run_night(s, request, hooks)  # writes nothing, so it needs no lease and overlaps anything
             else:
                 with _consolidation_lease(s.graph, settings, wait=not args.no_wait):
                     result = run_night(s, request, hooks)
-            shown.finished()
+            summary = plan_totals(result) if args.dry_run else None  # a dry run ends with its totals
+            shown.finished(cli_ops.run_totals(result.run.steps) | {"dry_run": args.dry_run}, summary)
             text = render_plan(result) if args.dry_run else render_night(result, s.graph)
             data = result.run.model_dump(mode="json") | {
                 "plan": {k: [ln for p in v for ln in p.lines()] for k, v in result.plans.items()},
                 "notes": result.notes,
             }
     except KeyboardInterrupt:
-        print(f"taskzilla-sleep: run-once {shown.interrupted_note()}", file=sys.stderr, flush=True)
-        return cli_ops.EXIT_INTERRUPTED
+        return cli_ops.say_interrupted(shown.shown, f"run-once {shown.interrupted_note()}")
     _emit(args, data, text)
     bad = next((r for r in result.run.steps if r.status not in ("ok", "skipped")), None)
     if bad is not None:

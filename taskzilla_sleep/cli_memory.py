@@ -1,8 +1,8 @@
 """The command line of memory a person can inspect, export and forget: `patterns`, `forget`, `export`, `import`.
 
-``cli.py`` builds the rest of the parser and dispatches here; the work is in ``memory_admin``. Forget
-and import write, so they hold the consolidation lease like `run-once`: a night never runs halfway
-through them.
+``cli.py`` builds the rest of the parser and dispatches here (`import`, long work with progress, runs in
+``cli_ops``); the work is in ``memory_admin``. Forget and import write, so they hold the consolidation
+lease like `run-once`: a night never runs halfway through them.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from taskzilla_sleep import progress
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.models import TEAM_RE, PatternStatus
 from taskzilla_sleep.settings import Secrets, Settings
@@ -118,14 +119,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     im.add_argument("file", help="an export file; '-' reads stdin")
     im.add_argument("--replace", action="store_true", help="delete the team's memory in the target first")
     im.add_argument("--json", action="store_true", help="machine-readable output")
+    progress.add_flags(im)
 
 
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     print(json.dumps(data, indent=2, default=str) if getattr(args, "json", False) else text)
 
 
 @contextlib.contextmanager
-def _lease(graph: Any, settings: Settings) -> Iterator[None]:
+def admin_lease(graph: Any, settings: Settings) -> Iterator[None]:
     from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
 
     lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("memory-admin"))
@@ -156,7 +158,7 @@ def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets)
                 f"({p.support_count} episodes) {p.statement}"
                 for p in found
             ]
-            _emit(args, [p.model_dump(mode="json") for p in found], "\n".join(lines) or "(no patterns)")
+            emit(args, [p.model_dump(mode="json") for p in found], "\n".join(lines) or "(no patterns)")
             return 0
         d = show_pattern(s.graph, args.team, args.id)
     p = d.pattern
@@ -180,7 +182,7 @@ def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets)
         "runs:",
         *(f"  {r.id} ({r.trigger}) {', '.join(r.what)}" for r in d.runs),
     ]
-    _emit(args, d.model_dump(mode="json"), "\n".join(lines))
+    emit(args, d.model_dump(mode="json"), "\n".join(lines))
     return 0
 
 
@@ -190,14 +192,14 @@ def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 
     now = args.now or datetime.now(UTC)
     floor = settings.distill.confidence_floor
-    with build(settings, secrets) as s, _lease(s.graph, settings):
+    with build(settings, secrets) as s, admin_lease(s.graph, settings):
         if args.forget_command == "episode":
             report = forget_episode(s.graph, s.vectors, args.team, args.id, args.by, args.reason, now, floor)
         elif args.forget_command == "author":
             report = forget_author(s.graph, s.vectors, args.team, args.name, args.by, args.reason, now, floor)
         else:
             report = forget_pattern(s.graph, s.vectors, args.team, args.id, args.by, args.reason, now, floor)
-    _emit(args, report.model_dump(mode="json"), report.summary())
+    emit(args, report.model_dump(mode="json"), report.summary())
     return 0
 
 
@@ -224,20 +226,4 @@ def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     return 0
 
 
-def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
-    from taskzilla_sleep.app import build
-    from taskzilla_sleep.memory_admin.transfer import import_team, parse_export
-
-    source, text = read_input(args.file)
-    lines = text.splitlines()
-    parse_export(lines, source)  # a bad file costs no store start and writes nothing
-    with build(settings, secrets) as s, _lease(s.graph, settings):
-        report = import_team(s.graph, s.vectors, lines, source, replace=args.replace)
-    what = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()) if v)
-    embedded = ", ".join(f"{k} {v}" for k, v in sorted(report.vectors.items()))
-    text_out = f"imported team {report.team}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
-    _emit(args, report.model_dump(mode="json"), text_out)
-    return 0
-
-
-HANDLERS = {"patterns": cmd_patterns, "forget": cmd_forget, "export": cmd_export, "import": cmd_import}
+HANDLERS = {"patterns": cmd_patterns, "forget": cmd_forget, "export": cmd_export}  # import: cli_ops

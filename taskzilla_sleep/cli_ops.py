@@ -1,4 +1,5 @@
-"""The command line of long work an operator watches: `ingest` with progress, and what Ctrl-C left.
+"""The command line of long work an operator watches: `ingest`, `run-once`, `import`, `reconcile`
+with progress (``progress.py``), and what Ctrl-C left.
 
 ``cli.py`` builds the parser and dispatches here. Progress and interruption notes go to stderr (stdout
 is the command's own output); exit 130 means interrupted, as for any shell command.
@@ -12,17 +13,29 @@ import json
 import signal
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import FrameType
 
-from taskzilla_sleep.cli_memory import read_input
-from taskzilla_sleep.ingest import IngestProgress, IngestReport
+from taskzilla_sleep import progress as progress_view
+from taskzilla_sleep.cli_memory import admin_lease, emit, read_input
+from taskzilla_sleep.ingest import IngestProgress
+from taskzilla_sleep.models import StepResult
+from taskzilla_sleep.progress import Progress
 from taskzilla_sleep.settings import Secrets, Settings
 
 EXIT_INTERRUPTED = 130
-PROGRESS_EVERY_S = 5.0
+
+
+def progress_for(args: argparse.Namespace, command: str, label: str | None = None) -> Progress:
+    """The progress ``--progress``/``--no-progress`` asked for, on stderr."""
+    return Progress(command, progress_view.choose(args.progress, sys.stderr), label=label)
+
+
+def say_interrupted(shown: Progress, note: str) -> int:
+    shown.clear()
+    print(f"taskzilla-sleep: {note}", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
 
 
 def sigterm_interrupts() -> contextlib.AbstractContextManager[None]:
@@ -47,83 +60,57 @@ def on_sigterm(error: Callable[[], BaseException]) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-class ProgressLines:
-    """One stderr line per phase of an ingest and one every ``every_s`` while it embeds."""
+def ingest_progress(shown: Progress, lines: int) -> Callable[[IngestProgress], None]:
+    """An ingest's phases on ``shown``: the graph write (all or nothing), then the vectors in batches."""
 
-    def __init__(
-        self, source: str, lines: int, every_s: float = PROGRESS_EVERY_S, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.source = source
-        self.lines = lines
-        self.every_s = every_s
-        self._clock = clock
-        self.began = clock()
-        self._last = self.began
-        self._phase = ""
-
-    def _say(self, text: str) -> None:
-        print(f"ingest {self.source}: {text}", file=sys.stderr, flush=True)
-        self._last = self._clock()
-
-    def elapsed(self) -> float:
-        return max(self._clock() - self.began, 1e-6)
-
-    def __call__(self, p: IngestProgress) -> None:
+    def on_change(p: IngestProgress) -> None:
         if p.stored is None:
-            if self._phase != "graph":
-                self._phase = "graph"
-                self._say(
-                    f"{self.lines} lines read, {p.episodes} episodes valid; {p.present} already present, "
+            if shown.phase != "graph":
+                note = (
+                    f"{lines} lines read, {p.episodes} episodes valid; {p.present} already present, "
                     f"{p.skipped} skipped; writing the graph"
                 )
-            return
-        if self._phase != "embed":
-            self._phase = "embed"
-            self._say(f"{p.stored} new episodes stored in the graph; embedding {p.to_embed}")
-            return
-        if self._clock() - self._last >= self.every_s and p.embedded < p.to_embed:
-            pct = 100 * p.embedded // max(p.to_embed, 1)
-            self._say(f"embedded {p.embedded}/{p.to_embed} ({pct}%), {p.embedded / self.elapsed():.0f} episodes/s")
+                new = max(p.episodes - p.present - p.skipped, 0)
+                shown.update(0, new, phase="graph", unit="episodes", note=note)
+        elif shown.phase != "embed":
+            note = f"{p.stored} new episodes stored in the graph; embedding {p.to_embed}"
+            shown.update(p.embedded, p.to_embed, phase="embed", unit="vectors", note=note)
+        else:
+            shown.update(p.embedded, p.to_embed)
 
-    def totals(self, r: IngestReport, embedded: int) -> None:
-        s = self.elapsed()
-        self._say(
-            f"done in {s:.1f} s: {self.lines} lines read, {r.new} new, {r.present} already present, "
-            f"{r.skipped} skipped, {embedded} vectors written ({self.lines / s:.0f} lines/s)"
-        )
+    return on_change
 
 
 class StepLines:
-    """run-once's progress: a stderr line as each step starts (with how long the one before took),
-    when ``show``; and what an interrupted run had finished, always."""
+    """run-once's progress on ``shown``: a note as each step starts (with how long the one before
+    took), and what an interrupted run had finished."""
 
-    def __init__(self, steps: list[str], show: bool, clock: Callable[[], float] = time.monotonic) -> None:
-        self.steps, self.show, self._clock = steps, show, clock
+    def __init__(self, steps: list[str], shown: Progress) -> None:
+        self.steps, self.shown = steps, shown
         self.done: list[str] = []
         self.current: str | None = None
-        self._began = self._step_began = clock()
-
-    def _say(self, text: str) -> None:
-        if self.show:
-            print(f"run-once: {text}", file=sys.stderr, flush=True)
+        self._step_began = shown.elapsed()
 
     def before_step(self, step: str) -> bool:
         """NightHooks.before_step: never holds a step back."""
-        now = self._clock()
+        now = self.shown.elapsed()
         took = f" ({self.current} took {now - self._step_began:.1f} s)" if self.current else ""
         if self.current:
             self.done.append(self.current)
         self.current, self._step_began = step, now
         i = self.steps.index(step) + 1 if step in self.steps else len(self.done) + 1
-        self._say(f"step {i}/{len(self.steps)}: {step}{took}")
+        note = f"step {i}/{len(self.steps)}: {step}{took}"
+        self.shown.update(len(self.done), len(self.steps), phase=step, unit="steps", note=note)
         return True
 
-    def finished(self) -> None:
+    def finished(self, totals: Mapping[str, object], summary: str | None = None) -> None:
+        """The last progress line: ``summary`` (a dry run's totals) or how long it took."""
+        now = self.shown.elapsed()
+        took = f" ({self.current} took {now - self._step_began:.1f} s)" if self.current else ""
         if self.current:
             self.done.append(self.current)
-            now = self._clock()
-            self._say(f"done in {now - self._began:.1f} s ({self.current} took {now - self._step_began:.1f} s)")
             self.current = None
+        self.shown.finish(totals, summary or f"done in {now:.1f} s{took}", done=len(self.done))
 
     def interrupted_note(self) -> str:
         done = ", ".join(self.done) or "none"
@@ -134,6 +121,11 @@ class StepLines:
             "(the step in flight is recorded as abandoned). Re-run the same command to finish: every step is "
             "idempotent and resumes what was half done"
         )
+
+
+def run_totals(steps: Sequence[StepResult]) -> dict[str, object]:
+    """A night's totals for the last progress event: per step its status and non-zero counts."""
+    return {"steps": {r.step: {"status": r.status} | {k: v for k, v in r.counts.items() if v} for r in steps}}
 
 
 def interrupted_note(source: str, p: IngestProgress) -> str:
@@ -166,18 +158,15 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
     now = args.now or datetime.now(UTC)
     parse_episode_lines(lines, source, Limits.of(settings.ingest), now)
-    show = args.progress or sys.stderr.isatty()
-    shown = ProgressLines(source, sum(1 for ln in lines if ln.strip()))
-    progress = IngestProgress(on_change=shown if show else None)
+    read = sum(1 for ln in lines if ln.strip())
+    shown = progress_for(args, "ingest", f"ingest {source}")
+    progress = IngestProgress(on_change=ingest_progress(shown, read))
     try:
-        with build(settings, secrets) as services, sigterm_interrupts():
+        with build(settings, secrets) as services, shown, sigterm_interrupts():
             ingestor = services.ingestor(clock=(lambda: args.now) if args.now else None)
             report = ingestor.ingest_lines(lines, source, progress)
     except KeyboardInterrupt:
-        print(f"taskzilla-sleep: {interrupted_note(source, progress)}", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
-    if show:
-        shown.totals(report, progress.embedded)
+        return say_interrupted(shown, interrupted_note(source, progress))
     out = {
         "new": report.new,
         "present": report.present,
@@ -185,5 +174,89 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
         "skipped_by_connector": report.skipped_by_connector,
         "vectors_repaired": report.vectors_repaired,
     }
+    s = max(shown.elapsed(), 1e-6)
+    shown.finish(
+        out | {"lines": read, "vectors_written": progress.embedded},
+        f"done in {s:.1f} s: {read} lines read, {report.new} new, {report.present} already present, "
+        f"{report.skipped} skipped, {progress.embedded} vectors written ({read / s:.0f} lines/s)",
+    )
     print(json.dumps(out, indent=2) if args.json else report.summary())
     return 0
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.memory_admin.transfer import import_team, parse_export
+
+    source, text = read_input(args.file)
+    lines = text.splitlines()
+    team = parse_export(lines, source).header.team  # a bad file costs no store start and writes nothing
+    shown = progress_for(args, "import", f"import {source}")
+
+    def tell(phase: str, done: int, total: int) -> None:
+        unit = {"delete": "teams", "graph": "items", "vectors": "vectors"}.get(phase, "")
+        shown.update(done, total, phase=phase, unit=unit)
+
+    try:
+        with build(settings, secrets) as s, shown, admin_lease(s.graph, settings), sigterm_interrupts():
+            report = import_team(s.graph, s.vectors, lines, source, replace=args.replace, progress=tell)
+    except KeyboardInterrupt:
+        return say_interrupted(shown, import_interrupted_note(team, shown, args.replace))
+    what = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()) if v)
+    embedded = ", ".join(f"{k} {v}" for k, v in sorted(report.vectors.items()))
+    text_out = f"imported team {report.team}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
+    shown.finish(report.model_dump(mode="json"), f"done in {shown.elapsed():.1f} s")
+    emit(args, report.model_dump(mode="json"), text_out)
+    return 0
+
+
+def import_interrupted_note(team: str, shown: Progress, replace: bool) -> str:
+    """What an interrupted import left, by the phase it was in (``transfer.import_team``'s order)."""
+    rerun = "re-run the same command" if replace else "re-run it with --replace"
+    finish = f"{rerun} to finish (it deletes the partial team first and imports the whole file)"
+    if shown.phase == "delete":
+        return f"interrupted while deleting team {team!r}'s memory (--replace), before importing; {finish}"
+    if shown.phase == "graph":
+        return (
+            f"interrupted: {shown.done} of {shown.total} items of team {team!r} written to the graph, "
+            f"no vectors yet; the team may be partly imported: {finish}"
+        )
+    if shown.phase == "vectors":
+        return (
+            f"interrupted: team {team!r} is in the graph; {shown.done} of {shown.total} vectors written: "
+            f"`taskzilla-sleep reconcile` embeds the rest (so does the next night), or {finish}"
+        )
+    return "interrupted before anything was written; re-run the same command"
+
+
+def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.reconcile import reconcile
+
+    shown = progress_for(args, "reconcile")
+
+    def tell(done: int, total: int) -> None:
+        shown.update(done, total, phase="check" if args.check else "repair", unit="collections")
+
+    try:
+        with build(settings, secrets) as services, shown, sigterm_interrupts():
+            report = reconcile(services.graph, services.vectors, repair=not args.check, progress=tell)
+    except KeyboardInterrupt:
+        return say_interrupted(shown, reconcile_interrupted_note(shown, args.check))
+    text = f"drift: {report.missing} missing vectors, {report.orphans} orphan vectors; repaired {report.repaired}"
+    data = report.model_dump(mode="json") | {"drift": report.drift}
+    totals = {k: data[k] for k in ("repair", "stale_stages", "quarantined", "drift")}
+    totals |= {"missing": report.missing, "orphans": report.orphans, "repaired": report.repaired}
+    shown.finish(totals, f"done in {shown.elapsed():.1f} s: {text}")
+    emit(args, data, text)
+    return 1 if args.check and report.drift else 0
+
+
+def reconcile_interrupted_note(shown: Progress, check: bool) -> str:
+    """What an interrupted reconcile left: the collections not yet checked; a re-run starts over."""
+    left = shown.total - shown.done if shown.phase else "all"
+    return (
+        f"reconcile interrupted: {shown.done} of {shown.total if shown.phase else '?'} team collections checked, "
+        f"{left} left" + ("" if check else " (what was repaired stays repaired)") + "; re-run the same command to "
+        "finish: it checks everything again and repairs what is left"
+    )

@@ -8,7 +8,7 @@ the missing vectors from the graph's text and deletes the orphans.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import structlog
@@ -53,13 +53,22 @@ class ReconcileReport(BaseModel):
 
 
 def reconcile(
-    graph: GraphStore, vectors: VectorStore, repair: bool = True, now: datetime | None = None
+    graph: GraphStore,
+    vectors: VectorStore,
+    repair: bool = True,
+    now: datetime | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReconcileReport:
+    """``progress(done, total)``: team collections checked (and repaired) so far, of all of them."""
     report = ReconcileReport(repair=repair)
     if repair:
         report.stale_stages = graph.drop_stale_stages()
-    for team in sorted(set(graph.teams()) | set(vectors.teams())):
-        for kind, vkind in KINDS:
+    teams = sorted(set(graph.teams()) | set(vectors.teams()))
+    total = len(teams) * len(KINDS)
+    if progress is not None:
+        progress(0, total)
+    for t, team in enumerate(teams):
+        for k, (kind, vkind) in enumerate(KINDS):
             live = graph.live_ids(team, kind)
             present = vectors.present(team, vkind)
             missing = sorted(live - present)
@@ -80,6 +89,8 @@ def reconcile(
                     repaired=counts.repaired,
                 )
             report.by_team.setdefault(team, {})[vkind] = counts
+            if progress is not None:
+                progress(t * len(KINDS) + k + 1, total)
     # Unreadable items met on the way are quarantined (their vectors go): the next reconcile is clean.
     report.quarantined = len(settle(graph, vectors, now or datetime.now(UTC), dry_run=not repair))
     log.info(

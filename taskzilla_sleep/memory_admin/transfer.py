@@ -14,12 +14,15 @@ the runs it does not have. Import validates the whole file before it writes anyt
 team that already holds data unless ``replace`` is given, which first deletes that team's memory from
 both stores; there is no merge (two histories of one team would double beliefs and their ledgers). A
 crash mid-import leaves part of the team: run the import again with ``replace``.
+
+``progress(phase, done, total)`` follows the writes: ``delete`` (with ``replace``), ``graph`` (every
+item of the file), ``vectors`` (the live items embedded again).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
@@ -272,10 +275,12 @@ def import_team(
     lines: Iterable[str],
     source: str = "<import>",
     replace: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> ImportReport:
     parsed = parse_export(lines, source)
     team = parsed.header.team
     items = parsed.items
+    tell = progress or (lambda _phase, _done, _total: None)
     held = team in graph.teams() or team in vectors.teams() or bool(graph.tombstones(team))
     if held and not replace:
         raise Conflict(
@@ -283,9 +288,14 @@ def import_team(
             "(import with --replace to delete that team's memory first)"
         )
     if held:
+        tell("delete", 0, 1)
         graph.delete_team(team)
         for vkind in ("episodes", "patterns"):
             vectors.delete(team, vkind, sorted(vectors.present(team, vkind)))
+        tell("delete", 1, 1)
+    total = sum(len(v) for v in items.values())
+    written = 0
+    tell("graph", 0, total)
     episodes: list[EpisodeLine] = items["episode"]
     records = [
         EpisodeRecord(
@@ -297,10 +307,14 @@ def import_team(
     ]
     for i in range(0, len(records), BATCH):
         graph.restore_episodes(records[i : i + BATCH])
+        written += len(records[i : i + BATCH])
+        tell("graph", written, total)
     patterns: list[PatternLine] = items["pattern"]
     for p in patterns:
         plain = Pattern.model_validate(p.model_dump(exclude={"type", "about", "evidence_links"}))
         graph.write_pattern(plain, p.about, [EpisodeUpdate(id=i) for i in p.evidence_links])
+        written += 1
+        tell("graph", written, total)
     graph.restore_pattern_links([PatternLink(x.a, x.relation, x.b, x.prompt) for x in items["link"]])
     graph.restore_contradictions([Contradiction.model_validate(_plain(c)) for c in items["contradiction"]])
     graph.restore_tombstones([Tombstone.model_validate(_plain(t)) for t in items["tombstone"]])
@@ -309,7 +323,8 @@ def import_team(
     for m in items["meta"]:
         graph.set_meta(m.key, m.value)
     graph.queue_alerts([AlertRecord.model_validate(_plain(a)) for a in items["alert"]])
-    embedded = _embed(vectors, team, [r.episode for r in records], patterns)
+    tell("graph", total, total)
+    embedded = _embed(vectors, team, [r.episode for r in records], patterns, tell)
     counts = {k: len(v) for k, v in items.items()}
     counts["fact"] = sum(1 for p in patterns if p.pinned)
     counts["pattern"] -= counts["fact"]
@@ -320,15 +335,24 @@ def _plain(item: BaseModel) -> dict[str, Any]:
     return item.model_dump(exclude={"type"})
 
 
-def _embed(vectors: VectorStore, team: str, episodes: Sequence[Episode], patterns: Sequence[Pattern]) -> dict[str, int]:
+def _embed(
+    vectors: VectorStore,
+    team: str,
+    episodes: Sequence[Episode],
+    patterns: Sequence[Pattern],
+    tell: Callable[[str, int, int], None],
+) -> dict[str, int]:
     """The live items' vectors, embedded again by the target (graph written first, as everywhere)."""
     live = [e for e in episodes if e.status in EPISODE_LIVE]
+    beliefs = [p for p in patterns if p.status in PATTERN_LIVE]
+    total = len(live) + len(beliefs)
+    tell("vectors", 0, total)
     for i in range(0, len(live), BATCH):
         part = live[i : i + BATCH]
         vectors.upsert(
             team, "episodes", [e.id for e in part], [e.text for e in part], [episode_metadata(e) for e in part]
         )
-    beliefs = [p for p in patterns if p.status in PATTERN_LIVE]
+        tell("vectors", i + len(part), total)
     for i in range(0, len(beliefs), BATCH):
         some = beliefs[i : i + BATCH]
         vectors.upsert(
@@ -338,4 +362,5 @@ def _embed(vectors: VectorStore, team: str, episodes: Sequence[Episode], pattern
             [p.statement for p in some],
             [{"kind": p.kind.value, "topic": p.topic} for p in some],
         )
+        tell("vectors", len(live) + i + len(some), total)
     return {"episodes": len(live), "patterns": len(beliefs)}

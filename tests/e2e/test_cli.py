@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -68,11 +67,19 @@ def test_ingest_reingest_and_bad_seventh_line(tmp_path: Path) -> None:
     first = cli("ingest", str(good), data_dir=tmp_path / "data")
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "10 new, 0 already present, 0 skipped by write discipline"
-    again = cli("ingest", str(good), "--progress", data_dir=tmp_path / "data")
+    again = cli("ingest", str(good), "--progress", "json", data_dir=tmp_path / "data")
     assert again.stdout.strip() == "0 new, 10 already present, 0 skipped by write discipline"
-    told = [ln for ln in again.stderr.splitlines() if ln.startswith(f"ingest {good}: ")]
-    assert told[0].endswith(": 10 lines read, 10 episodes valid; 10 already present, 0 skipped; writing the graph")
-    assert re.search(r": done in [\d.]+ s: 10 lines read, 0 new, 10 already present, 0 skipped, 0 vectors", told[-1])
+    told = [json.loads(ln) for ln in again.stderr.splitlines() if '"event": "progress"' in ln]
+    assert told[0]["note"] == "10 lines read, 10 episodes valid; 10 already present, 0 skipped; writing the graph"
+    assert told[-1]["final"] and told[-1]["totals"] == {
+        "new": 0,
+        "present": 10,
+        "skipped": 0,
+        "skipped_by_connector": {},
+        "vectors_repaired": 0,
+        "lines": 10,
+        "vectors_written": 0,
+    }
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(episodes(12, bad_line=7).replace("note", "other note"))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, datetime
 
@@ -8,11 +9,17 @@ import pytest
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, Limits, WriteDiscipline, parse_episode_lines
 from taskzilla_sleep.models import EpisodeStatus
+from taskzilla_sleep.progress import Progress
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import ConnectorRule
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+class FakeTty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
 
 def line(**over: object) -> str:
@@ -161,18 +168,20 @@ def test_crash_between_graph_and_vectors_is_repaired_by_rerun() -> None:
 
 
 def test_ctrl_c_between_vector_batches_keeps_what_was_stored_and_the_rerun_finishes(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from taskzilla_sleep import cli_ops, ingest
 
     monkeypatch.setattr(ingest, "EMBED_BATCH", 2)
     ing, g, v = make()
     lines = [line(text=f"episode {i}") for i in range(5)]
-    ticks = iter(float(t) for t in range(0, 1000, 6))  # each clock reading is 6 s after the last
-    shown = cli_ops.ProgressLines("f", len(lines), every_s=5.0, clock=lambda: next(ticks))
+    ticks = iter(float(t) for t in range(0, 1000, 2))  # each clock reading is 2 s after the last
+    out = io.StringIO()
+    shown = Progress("ingest", "json", stream=out, clock=lambda: next(ticks))
+    on_change = cli_ops.ingest_progress(shown, len(lines))
 
     def interrupt_after_the_first_batch(p: ingest.IngestProgress) -> None:
-        shown(p)
+        on_change(p)
         if p.embedded == 2:
             raise KeyboardInterrupt
 
@@ -183,10 +192,12 @@ def test_ctrl_c_between_vector_batches_keeps_what_was_stored_and_the_rerun_finis
     note = cli_ops.interrupted_note("f", progress)
     assert note.startswith("interrupted: 5 new episodes from f were stored") and "2 of 5 vectors written" in note
     assert "3 of them have no vector yet" in note and "re-run the same command" in note
-    err = capsys.readouterr().err.splitlines()
-    assert err[0] == "ingest f: 5 lines read, 5 episodes valid; 0 already present, 0 skipped; writing the graph"
-    assert err[1] == "ingest f: 5 new episodes stored in the graph; embedding 5"
-    assert err[2].startswith("ingest f: embedded 2/5 (40%), ")  # over 5 s after the line before
+    told = [json.loads(ln) for ln in out.getvalue().splitlines()]
+    assert [(e["phase"], e["done"], e["total"], e["unit"], e.get("note")) for e in told] == [
+        ("graph", 0, 5, "episodes", "5 lines read, 5 episodes valid; 0 already present, 0 skipped; writing the graph"),
+        ("embed", 0, 5, "vectors", "5 new episodes stored in the graph; embedding 5"),
+        ("embed", 2, 5, "vectors", None),  # over 1 s after the event before
+    ]
 
     rep = ing.ingest_lines(lines, "f")  # what the note promises: the same command finishes the job
     assert (rep.new, rep.present, rep.vectors_repaired) == (0, 5, 3)
@@ -329,22 +340,29 @@ def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
         ing.ingest_lines([line(id="m2", team="ops")], "f")
 
 
-def test_run_once_progress_names_each_step_and_what_an_interruption_left(capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_once_progress_names_each_step_and_what_an_interruption_left() -> None:
     from taskzilla_sleep import cli_ops
 
-    ticks = iter([0.0, 0.0, 1.5, 4.0, 4.0])
-    lines = cli_ops.StepLines(["prune", "distill", "reflect"], show=True, clock=lambda: next(ticks))
-    assert lines.before_step("prune") and lines.before_step("distill")
+    now = [0.0]
+    out = FakeTty()
+    lines = cli_ops.StepLines(
+        ["prune", "distill", "reflect"], Progress("run-once", "bar", stream=out, clock=lambda: now[0])
+    )
+    assert lines.before_step("prune")
+    now[0] = 1.5
+    assert lines.before_step("distill")
     assert lines.interrupted_note() == (
         "interrupted during distill: finished steps: prune; left: distill, reflect (the step in flight is recorded "
         "as abandoned). Re-run the same command to finish: every step is idempotent and resumes what was half done"
     )
-    lines.finished()
-    assert capsys.readouterr().err.splitlines() == [
+    now[0] = 4.0
+    lines.finished({}, None)
+    kept = [ln.rpartition("\x1b[K")[2] for ln in out.getvalue().split("\n")[:-1]]  # the lines left on the terminal
+    assert kept == [
         "run-once: step 1/3: prune",
         "run-once: step 2/3: distill (prune took 1.5 s)",
         "run-once: done in 4.0 s (distill took 2.5 s)",
     ]
-    quiet = cli_ops.StepLines(["prune"], show=False)
-    assert quiet.before_step("prune") and capsys.readouterr().err == ""
+    quiet = cli_ops.StepLines(["prune"], Progress("run-once", "off", stream=out))
+    assert quiet.before_step("prune") and out.getvalue().endswith("took 2.5 s)\n")
     assert quiet.interrupted_note().startswith("interrupted during prune: finished steps: none; left: prune ")
