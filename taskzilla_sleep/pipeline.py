@@ -291,7 +291,7 @@ class _Night:
             )
             if not dry_run:
                 self.graph.save_run(self.result.run)
-        return res.status == "ok"
+        return res.status in STEP_DONE
 
     def _estimated(self, res: StepResult, plan: Plan) -> None:
         """The plan's pre-flight estimate's cost and what it deferred, into the ledger (and the counter)."""
