@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.stores import chroma_generations as gens
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
+from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import Embedder
 from taskzilla_sleep.vector_upkeep import rebuild_heavy
 
@@ -129,7 +131,8 @@ def test_reconcile_drops_a_superseded_generation_at_once_and_one_being_built_aft
     client.create_collection("tz_alpha_episodes", embedding_function=None)  # as if the drop never ran
     client.create_collection("tz_alpha_episodes_g2", metadata={gens.BUILDING: time.time()}, embedding_function=None)
 
-    assert store.drop_leftovers(3600.0, dry_run=True) == ["tz_alpha_episodes"]
+    checked = reconcile(MemoryGraphStore(), store, repair=False)  # reconcile --check: reported, kept
+    assert checked.rebuild_leftovers == ["tz_alpha_episodes"]
     assert store.drop_leftovers(3600.0) == ["tz_alpha_episodes"]  # the one being built may be in flight
     assert store.drop_leftovers(0.0) == ["tz_alpha_episodes_g2"]
     assert sorted(store._collection_names()) == ["tz__generations", "tz_alpha_episodes_g1", "tz_alpha_patterns"]
