@@ -73,6 +73,9 @@ class VectorSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # Rebuild a team's collection once its deleted vectors exceed this share of the live ones
+    # (HNSW keeps a deleted vector's slot until then); None: never.
+    rebuild_deleted_ratio: float | None = Field(default=0.5, gt=0, le=100)
 
     _host = field_validator("host")(_plain_host)
 
