@@ -79,7 +79,7 @@ $(COMPOSE_CHECK): ops/compose-check/main.go ops/compose-check/go.mod ops/compose
 compose-check: $(COMPOSE_CHECK)
 
 test: $(STAMP) $(NEO4J_CP) browser promtool examples compose-check lint typecheck
-	$(BIN)/pytest -rs -m "not container" tests
+	$(BIN)/pytest -rs -m "not container and not slow" tests
 
 # The worker's image built from the Dockerfile and run with podman (tests/e2e/test_container.py):
 # ops/container/build.sh installs podman, runc and debootstrap from Debian when missing, makes a
@@ -98,6 +98,7 @@ container: $(STAMP) compose-check
 BENCH_ARGS ?=
 bench: $(STAMP) $(NEO4J_CP)
 	@$(BIN)/python -c 'import pyinstrument' 2>/dev/null || $(BIN)/pip install -q 'pyinstrument>=5,<6'
+	$(BIN)/pytest -q -rs -m slow tests
 	$(BIN)/python -m ops.bench.run $(BENCH_ARGS)
 
 # The golden cases (tests/golden/, labelled without reading the rules) through a provider: the

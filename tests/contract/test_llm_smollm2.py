@@ -309,7 +309,10 @@ def assert_consistent(usage: LLMUsage, top_level_calls: int, logs: Sequence[Mapp
     assert usage.cost_usd is None  # "openai/smollm2" has no price: unknown, not an error
 
 
-@pytest.mark.parametrize("json_schema", [True, False], ids=["json-schema", "plain"])
+# Under a schema in make test; in plain text (~110 s) with the slow tests of make bench.
+@pytest.mark.parametrize(
+    "json_schema", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["json-schema", "plain"]
+)
 def test_real_distill_answers_are_validated_or_skipped_and_counted(
     smollm2_url: str, monkeypatch: pytest.MonkeyPatch, json_schema: bool
 ) -> None:
@@ -342,6 +345,7 @@ def test_real_distill_answers_are_validated_or_skipped_and_counted(
     assert_consistent(llm.usage, 1, logs, sum(isinstance(r, Unanswered) for r in results))
 
 
+@pytest.mark.slow  # ~40 s of the real model: make bench (the stub tests cover reflect's batching in make test)
 def test_real_reflect_answers_are_validated_or_skipped_and_counted(provider: LiteLLMProvider) -> None:
     with capture_logs() as logs:
         verdicts = provider.classify_many(PAIRS)
