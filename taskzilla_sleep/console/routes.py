@@ -32,6 +32,8 @@ SCAN = 500  # patterns read per service call (the /v1 maximum) while filtering
 MAX_SCAN = 20_000
 EXAMPLES = 3  # messages shown per belief in the queue
 ALERT_FILTERS = ("failed", "pending", "sent", "dropped")
+Done = tuple[str, str | None]  # a form action's notice, and where to go then (None: back where it came from)
+Action = Callable[[], Done]  # the service call a valid form makes (run off the event loop)
 
 
 @dataclass
@@ -142,25 +144,40 @@ def console_router(
             return failure(request, s, exc)
         return page(request, s, "contradictions.html", team=team, teams=teams, items=items, state=state)
 
-    @router.post("/contradictions/{cid}/resolve")
-    async def resolve(request: Request, cid: str) -> Response:
+    async def act(request: Request, back: Callable[[Any], str], work: Callable[[Session, Any], Action]) -> Response:
+        """A form POST: session and CSRF checked; ``work`` validates the form into a service call (an
+        invalid form: the 422 page, nothing written), run off the event loop; then back with its notice,
+        or with the error it raised."""
         form = await request.form()
         s, refused = con.posted(request, form)
         if s is None:
             return refused or to_login(request)
-        back = _back(form, "/ui/contradictions")
+        where = back(form)
         try:
+            call = work(s, form)
+        except ValidationError as exc:
+            return invalid(request, s, exc, where)
+        try:
+            notice, then = await run_in_threadpool(call)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, where)
+        s.notice("ok", notice)
+        return redirect(then or where)
+
+    @router.post("/contradictions/{cid}/resolve")
+    async def resolve(request: Request, cid: str) -> Response:
+        def work(s: Session, form: Any) -> Action:
             body = ResolveRequest.model_validate(
                 {"keep": _text(form.get("keep")), "note": _text(form.get("note")) or None}
             )
-        except ValidationError as exc:
-            return invalid(request, s, exc, back)
-        try:
-            done = await run_in_threadpool(service.resolve, s.access, cid, body.keep, body.note)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, back)
-        s.notice("ok", f"resolved {done.id}: kept {done.resolution} (by {done.resolved_by})")
-        return redirect(back)
+
+            def call() -> Done:
+                done = service.resolve(s.access, cid, body.keep, body.note)
+                return f"resolved {done.id}: kept {done.resolution} (by {done.resolved_by})", None
+
+            return call
+
+        return await act(request, lambda form: _back(form, "/ui/contradictions"), work)
 
     # -- patterns ---------------------------------------------------------------------------------
     @router.get("/patterns")
@@ -223,24 +240,22 @@ def console_router(
 
     @router.post("/patterns/{pid}/forget")
     async def forget(request: Request, pid: str) -> Response:
-        form = await request.form()
-        s, refused = con.posted(request, form)
-        if s is None:
-            return refused or to_login(request)
-        team = _text(form.get("team")) or None
-        back = f"{PREFIX}/patterns/{pid}?team={team or ''}"
-        try:
-            body = ForgetRequest(team=team, reason=_text(form.get("reason")) or "", pattern_id=pid)
-        except ValidationError as exc:
-            return invalid(request, s, exc, back)
-        try:
-            report = await run_in_threadpool(
-                lambda: service.forget(s.access, body.team, body.reason, pattern_id=body.pattern_id)
+        def work(s: Session, form: Any) -> Action:
+            body = ForgetRequest(
+                team=_text(form.get("team")) or None, reason=_text(form.get("reason")) or "", pattern_id=pid
             )
-        except TaskzillaError as exc:
-            return failure(request, s, exc, back)
-        s.notice("ok", f"forgot pattern {pid} ({len(report.patterns_rescored)} other beliefs re-scored)")
-        return redirect(f"{PREFIX}/patterns?team={team or ''}")
+
+            def call() -> Done:
+                report = service.forget(s.access, body.team, body.reason, pattern_id=body.pattern_id)
+                rescored = len(report.patterns_rescored)
+                return (
+                    f"forgot pattern {pid} ({rescored} other beliefs re-scored)",
+                    f"{PREFIX}/patterns?team={body.team or ''}",
+                )
+
+            return call
+
+        return await act(request, lambda form: f"{PREFIX}/patterns/{pid}?team={_text(form.get('team')) or ''}", work)
 
     # -- pinned facts -----------------------------------------------------------------------------
     @router.get("/facts")
@@ -257,36 +272,19 @@ def console_router(
 
     @router.post("/facts")
     async def pin(request: Request) -> Response:
-        form = await request.form()
-        s, refused = con.posted(request, form)
-        if s is None:
-            return refused or to_login(request)
-        team = _text(form.get("team")) or None
-        back = f"{PREFIX}/facts?team={team or ''}"
-        try:
-            body = PinRequest(team=team, text=_text(form.get("text")) or "", entity=_text(form.get("entity")) or None)
-        except ValidationError as exc:
-            return invalid(request, s, exc, back)
-        try:
-            fact = await run_in_threadpool(service.pin, s.access, body.team, body.text, body.entity)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, back)
-        s.notice("ok", f"pinned {fact.id}")
-        return redirect(back)
+        def work(s: Session, form: Any) -> Action:
+            text, entity = _text(form.get("text")) or "", _text(form.get("entity")) or None
+            body = PinRequest(team=_text(form.get("team")) or None, text=text, entity=entity)
+            return lambda: (f"pinned {service.pin(s.access, body.team, body.text, body.entity).id}", None)
+
+        return await act(request, lambda form: f"{PREFIX}/facts?team={_text(form.get('team')) or ''}", work)
 
     @router.post("/facts/{fid}/unpin")
     async def unpin(request: Request, fid: str) -> Response:
-        form = await request.form()
-        s, refused = con.posted(request, form)
-        if s is None:
-            return refused or to_login(request)
-        back = _back(form, "/ui/facts")
-        try:
-            fact = await run_in_threadpool(service.unpin, s.access, fid)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, back)
-        s.notice("ok", f"unpinned {fact.id}")
-        return redirect(back)
+        def work(s: Session, _form: Any) -> Action:
+            return lambda: (f"unpinned {service.unpin(s.access, fid).id}", None)
+
+        return await act(request, lambda form: _back(form, "/ui/facts"), work)
 
     # -- nights, alerts, status (admin) -----------------------------------------------------------
     @router.get("/nights")
@@ -320,17 +318,10 @@ def console_router(
 
     @router.post("/alerts/{key}/requeue")
     async def requeue(request: Request, key: str) -> Response:
-        form = await request.form()
-        s, refused = con.posted(request, form)
-        if s is None:
-            return refused or to_login(request)
-        back = _back(form, "/ui/alerts")
-        try:
-            report = await run_in_threadpool(service.requeue_alert, s.access, key)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, back)
-        s.notice("ok", f"requeued {report.requeued} alert(s): {key}")
-        return redirect(back)
+        def work(s: Session, _form: Any) -> Action:
+            return lambda: (f"requeued {service.requeue_alert(s.access, key).requeued} alert(s): {key}", None)
+
+        return await act(request, lambda form: _back(form, "/ui/alerts"), work)
 
     @router.get("/status")
     def status_page(request: Request) -> Response:
