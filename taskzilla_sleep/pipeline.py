@@ -140,6 +140,8 @@ class _Night:
             dry_run=request.dry_run,
             steps=[StepResult(step=s) for s in chosen],
             slot=request.slot,
+            # A worker's team job works on one team: the ledger says which (replicas share a night by team).
+            team=request.teams[0] if request.teams is not None and len(request.teams) == 1 else None,
         )
         self.result = NightResult(run=run)
         self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
@@ -195,8 +197,10 @@ class _Night:
 
     def _prepare(self) -> None:
         """Before a real night: repair drift, record the run, finish what a crashed run left half-applied."""
+        # Only this night's teams: another replica may be half-way through a step of any other team.
+        mine = self.request.teams
         with self.hooks.quiet():
-            drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now)
+            drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now, teams=mine)
         self.result.repaired_drift = drift.repaired
         if self.hooks.instruments is not None:
             self.hooks.instruments.drift_items.inc(drift.drift)
@@ -204,7 +208,7 @@ class _Night:
         self.result.run.sizes_before = store_sizes(self.graph, self.services.vectors)
         self.graph.save_run(self.result.run)
         # Before anything plans: finish what a crashed run left half-applied, from its journal.
-        for team in self.graph.teams():
+        for team in mine if mine is not None else self.graph.teams():
             for step in ORDER:
                 if step.resume is not None and step.resume(self.context(team, self.request.now)) is not None:
                     self.result.resumed.append(f"{step.name}:{team}")
@@ -279,7 +283,7 @@ class _Night:
         run, s = self.result.run, self.services
         if self.result.ok:
             # What the bot loads into its prompts: rebuilt after every successful run.
-            run.memory_index_entries = rebuild_memory(s.graph, s.settings)
+            run.memory_index_entries = rebuild_memory(s.graph, s.settings, self.request.teams)
         try:
             run.sizes_after = store_sizes(s.graph, s.vectors)
         except StoreError as exc:

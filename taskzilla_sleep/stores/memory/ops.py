@@ -30,10 +30,16 @@ class MemoryOps(MemoryBeliefs):
         with self._lock:
             return any(r.slot == slot and _ok(r) for r in self.run_ledger.values())
 
-    def abandon_dead_runs(self, by: str) -> list[str]:
+    def slot_runs(self, slot: str, team: str | None = None) -> list[Run]:
+        with self._lock:
+            mine = [r for r in self.run_ledger.values() if r.slot == slot and (team is None or r.team in (None, team))]
+            found = sorted(mine, key=lambda r: r.started_at)
+            return [r.model_copy(deep=True) for r in found]
+
+    def abandon_dead_runs(self, by: str, team: str | None = None) -> list[str]:
         marked: list[str] = []
         for run in self.runs(len(self.run_ledger)):
-            dead = run.abandoned(by)
+            dead = run.abandoned(by) if team is None or run.team == team else None
             if dead is not None:
                 self.save_run(dead)
                 marked.append(dead.id)

@@ -24,5 +24,15 @@ MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
 // -- slot_done --
 MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r) AS n
 
+// -- slot_runs --
+MATCH (r:Run) WHERE r.slot = $slot RETURN properties(r) AS r ORDER BY r.started_at
+
+// -- slot_team_runs --
+MATCH (r:Run) WHERE r.slot = $slot AND (r.team IS NULL OR r.team = $team)
+RETURN properties(r) AS r ORDER BY r.started_at
+
 // -- unfinished_runs --
 MATCH (r:Run) WHERE r.finished_at IS NULL RETURN properties(r) AS r
+
+// -- unfinished_team_runs --
+MATCH (r:Run) WHERE r.finished_at IS NULL AND r.team = $team RETURN properties(r) AS r
