@@ -1176,6 +1176,33 @@ def test_abandon_dead_runs(graph_store: GraphStore) -> None:
     assert graph_store.abandon_dead_runs("worker-3") == []
 
 
+def test_slot_runs_of_a_night_and_of_one_team(graph_store: GraphStore) -> None:
+    end = T0 + timedelta(minutes=5)
+    whole = run("run-all", T0, slot="2026-11-28", finished_at=end, steps=steps("ok", "ok", "ok", "ok"))
+    a1 = run("run-a1", T0 + timedelta(minutes=1), slot="2026-11-29", team="a", steps=steps("ok"))
+    b1 = run("run-b1", T0 + timedelta(minutes=2), slot="2026-11-29", team="b", steps=steps("ok", "running"))
+    legacy = run("run-old", T0, slot="2026-11-29", finished_at=end, steps=steps("ok", "ok"))
+    other = run("run-x", T0, team="a", finished_at=end, steps=steps("ok"))  # no slot (a run-once)
+    for r in (whole, a1, b1, legacy, other):
+        graph_store.save_run(r)
+    assert [r.id for r in graph_store.slot_runs("2026-11-29")] == ["run-old", "run-a1", "run-b1"]
+    assert [r.id for r in graph_store.slot_runs("2026-11-29", team="a")] == ["run-old", "run-a1"]
+    assert graph_store.slot_runs("2026-11-29", team="b")[1] == b1  # the team is kept
+    assert graph_store.slot_runs("2026-11-28") == [whole] and whole.team is None
+    assert graph_store.slot_runs("2026-12-01") == []
+
+
+def test_abandon_dead_runs_of_one_team(graph_store: GraphStore) -> None:
+    mine = run("run-a", T0, slot="2026-11-29", team="a", steps=steps("ok", "running", "pending"))
+    live = run("run-b", T0, slot="2026-11-29", team="b", steps=steps("ok", "running", "pending"))
+    for r in (mine, live):
+        graph_store.save_run(r)
+    assert graph_store.abandon_dead_runs("worker-2", team="a") == ["run-a"]  # b's run is another replica's
+    got = {r.id: r for r in graph_store.runs(10)}
+    assert [s.status for s in got["run-a"].steps] == ["ok", "abandoned", "skipped"]
+    assert got["run-b"] == live
+
+
 def test_meta_values(graph_store: GraphStore) -> None:
     assert graph_store.get_meta("distill.watermark") is None
     graph_store.set_meta("distill.watermark", "1")

@@ -199,7 +199,9 @@ def test_whole_memory_work_and_team_jobs_exclude_each_other(pair: tuple[Services
 
 
 def test_the_watchdog_never_runs_during_the_teams_night(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, watchdog=WatchdogSettings(enabled=True, episode_threshold=3, lookback_hours=24))
+    settings = Settings(
+        data_dir=tmp_path, watchdog=WatchdogSettings(enabled=True, episode_threshold=3, lookback_hours=24)
+    )
     services = Services(settings, MemoryGraphStore(), MemoryVectorStore(), HashEmbedder())
     _seed(services, ["alpha"])
     clock = HandClock(NIGHT + timedelta(hours=8))
