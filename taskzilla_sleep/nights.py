@@ -66,19 +66,56 @@ def next_slot(slot_of: Callable[[StepName], datetime], now: datetime) -> datetim
     return min(later) if later else None
 
 
+# A step's status over a night's teams: the worst of them (a team's status is its last attempt's, or
+# ok once an attempt succeeded).
+_STATUS_RANK = {"ok": 0, "skipped": 1, "pending": 2, "running": 3, "abandoned": 4, "failed": 5}
+
+
+def night_key(run: Run) -> str:
+    """Which night a run belongs to: its slot (every team job of a scheduled night), else the run itself
+    (a run-once, a watchdog distill)."""
+    return run.slot if run.slot is not None else f"run:{run.id}"
+
+
+def group_nights(runs: Sequence[Run]) -> list[Run]:
+    """The runs as nights, oldest first: the team jobs of one slot merged into one (``merge_runs``); a
+    run with no slot, or the one run over every team of a slot (before team jobs), as it is. Dry runs
+    are left out."""
+    groups: dict[str, list[Run]] = {}
+    for run in sorted((r for r in runs if not r.dry_run), key=lambda r: (r.started_at, r.id)):
+        groups.setdefault(night_key(run), []).append(run)
+    nights = [
+        merge_runs(group, group[0].slot)
+        if group[0].slot is not None and (len(group) > 1 or group[0].team)
+        else group[0]
+        for group in groups.values()
+    ]
+    return sorted(nights, key=lambda r: (r.started_at, r.id))
+
+
 def merge_runs(runs: Sequence[Run], slot: str) -> Run:
-    """The night of ``slot`` as one run, from its team jobs' runs (for the chat summary): per step, the
-    counts, LLM use and times of every team's attempts; ``ok`` once some attempt of it succeeded."""
-    real = [r for r in runs if not r.dry_run]
+    """The night of ``slot`` as one run, from its team jobs' runs (the chat summary, the report, the
+    metrics): per step, the counts, LLM use and times of every team's attempts; a team's step is ok once
+    one of its attempts succeeded, and the night's step is the worst over its teams. The night is
+    unfinished (``finished_at`` None) while a run is, or while a team seen in it has steps left."""
+    real = sorted((r for r in runs if not r.dry_run), key=lambda r: (r.started_at, r.id))
     if not real:
         raise ValueError(f"no run recorded for night {slot}")
     steps: list[StepResult] = []
     for name in STEP_NAMES:
-        parts = [s for r in real for s in r.steps if s.step == name]
+        by_team: dict[str | None, list[StepResult]] = {}
+        for r in real:
+            by_team.setdefault(r.team, []).extend(s for s in r.steps if s.step == name)
+        parts = [s for team_parts in by_team.values() for s in team_parts]
         if not parts:
             continue
-        ok = any(s.status == "ok" for s in parts)
-        merged = StepResult(step=name, status="ok" if ok else parts[-1].status, error=None if ok else parts[-1].error)
+        finals = [
+            next((s for s in team_parts if s.status == "ok"), team_parts[-1])
+            for team_parts in by_team.values()
+            if team_parts
+        ]
+        worst = max(finals, key=lambda s: _STATUS_RANK[s.status])
+        merged = StepResult(step=name, status=worst.status, error=worst.error)
         for part in parts:
             for k, v in part.counts.items():
                 merged.counts[k] = merged.counts.get(k, 0) + v
@@ -92,14 +129,31 @@ def merge_runs(runs: Sequence[Run], slot: str) -> Run:
         merged.started_at = min(starts) if starts else None
         merged.finished_at = max(ends) if ends else None
         steps.append(merged)
-    ends = [r.finished_at for r in real if r.finished_at is not None]
+    done = done_steps(real)
+    teams = [t for t in {r.team for r in real} if t is not None]
+    open_ = any(r.finished_at is None for r in real) or any(steps_left(done, t) for t in teams)
+    closed = [r for r in real if r.finished_at is not None]
+    last = max(closed, key=lambda r: (r.finished_at, r.id)) if closed else None
     return Run(
         id=f"night_{slot}",
         trigger=real[0].trigger,
-        started_at=min(r.started_at for r in real),
-        finished_at=max(ends) if ends else None,
+        started_at=real[0].started_at,
+        finished_at=None if open_ or last is None else last.finished_at,
         now=min(r.now for r in real),
         steps=steps,
         slot=slot,
+        sizes_before=dict(real[0].sizes_before),
+        sizes_after=dict(last.sizes_after) if last is not None else {},
         pattern_lags_s=[x for r in real for x in r.pattern_lags_s],
+        memory_index_entries=_index_entries(real),
     )
+
+
+def _index_entries(runs: Sequence[Run]) -> int | None:
+    """The memory index after the night: each team's job rebuilds that team's part, so the newest size
+    each team (or a run over every team) recorded, summed."""
+    latest: dict[str | None, int] = {}
+    for r in runs:  # oldest first: a later run of the same team replaces an earlier one
+        if r.memory_index_entries is not None:
+            latest[r.team] = r.memory_index_entries
+    return sum(latest.values()) if latest else None

@@ -230,6 +230,12 @@ class RunLedger(Protocol):
         """The newest ``n`` runs, newest first."""
         ...
 
+    def night_runs(self, n: int) -> list[Run]:
+        """Every run of the newest ``n`` nights, newest first (dry runs left out): a night is every run
+        of one slot (its team jobs), or one run with no slot (a run-once, a watchdog distill); nights
+        are ordered by their first run's start. What the report and the metrics read."""
+        ...
+
     def slot_done(self, slot: str) -> bool:
         """Has a night for this slot (e.g. the scheduled night of 2026-11-28) finished cleanly?"""
         ...

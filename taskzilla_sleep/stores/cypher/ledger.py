@@ -20,6 +20,9 @@ class CypherLedger(CypherBase):
     def runs(self, n: int) -> list[Run]:
         return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
 
+    def night_runs(self, n: int) -> list[Run]:
+        return [run_from_props(r["r"]) for r in self._read(Q["night_runs"], {"n": n})]
+
     def slot_done(self, slot: str) -> bool:
         return int(self._read(Q["slot_done"], {"slot": slot})[0]["n"]) > 0
 

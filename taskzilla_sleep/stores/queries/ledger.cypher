@@ -21,6 +21,14 @@ MERGE (r:Run {id: $id}) SET r += $props
 // -- runs --
 MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
 
+// -- night_runs --
+MATCH (r:Run) WHERE coalesce(r.dry_run, false) = false
+WITH coalesce(r.slot, 'run:' + r.id) AS night, min(r.started_at) AS first
+ORDER BY first DESC, night DESC LIMIT $n
+WITH collect(night) AS nights
+MATCH (r:Run) WHERE coalesce(r.dry_run, false) = false AND coalesce(r.slot, 'run:' + r.id) IN nights
+RETURN properties(r) AS r ORDER BY r.started_at DESC
+
 // -- slot_done --
 MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r) AS n
 
