@@ -68,11 +68,14 @@ class NightRequest:
 
 @dataclass(frozen=True)
 class NightHooks:
-    """How the worker steers a night: each step decides at ``clock()`` when it starts,
-    ``before_step`` waits for its slot (False abandons the rest), ``should_stop`` asks to stop
-    between batches (shutdown)."""
+    """How the worker steers a night: each step decides at ``clock()`` when it starts (or as of
+    ``now_of(step)``), ``before_step`` waits for its slot (False abandons the rest), ``should_stop``
+    asks to stop between batches (shutdown)."""
 
     clock: Callable[[], datetime] | None = None
+    # The time a step decides as of, when not the clock at its start: a scheduled night's step slot,
+    # so the outcome does not depend on which replica ran it, nor when (a team handed over mid-night).
+    now_of: Callable[[StepName], datetime] | None = None
     before_step: Callable[[StepName], bool] | None = None
     should_stop: Callable[[], bool] | None = None
     # Held around the drift repair: the worker's ingest gate, so an ingest in flight is not drift.
@@ -178,7 +181,10 @@ class _Night:
                     log.info("step_left", step=res.step, reason="shutdown")
                     continue
                 step = next(s for s in ORDER if s.name == res.step)
-                now = self.hooks.clock() if self.hooks.clock is not None else request.now
+                if self.hooks.now_of is not None:
+                    now = self.hooks.now_of(res.step)
+                else:
+                    now = self.hooks.clock() if self.hooks.clock is not None else request.now
                 failed = not self._step(step, res, teams, now)
             run.finished_at = self.stamp()
             run.pattern_lags_s = [x for plans in self.result.plans.values() for p in plans for x in p.pattern_lags()]

@@ -249,9 +249,12 @@ class Worker:
                 steps.append(step)
             if not steps:
                 return
-            request = NightRequest(now=now, steps=steps, trigger=trigger, teams=[team], slot=key)
+            # Each step decides as of its slot, not the clock: the outcome does not depend on which
+            # replica ran which team when, nor on a crash that handed a team over half-way.
+            request = NightRequest(now=night, steps=steps, trigger=trigger, teams=[team], slot=key)
             hooks = NightHooks(
                 clock=self.clock.now,
+                now_of=lambda step: self.schedule.step_slot(night, step),
                 before_step=lambda step: self._wait_for_slot(night, step),
                 should_stop=self._stop.is_set,
                 quiet=self._quiet,
