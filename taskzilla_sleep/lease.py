@@ -209,9 +209,30 @@ def live_holder(graph: GraphStore, name: str) -> str | None:
     return state.holder
 
 
+def team_holders(graph: GraphStore) -> dict[str, str]:
+    """Team -> holder, for the teams whose lease someone holds now (a replica working on them)."""
+    held = {t: live_holder(graph, team_lease_name(t)) for t in graph.teams()}
+    return {t: h for t, h in held.items() if h is not None}
+
+
 def busy_teams(graph: GraphStore) -> list[str]:
     """The teams whose lease someone holds now (a replica working on them)."""
-    return [t for t in graph.teams() if live_holder(graph, team_lease_name(t)) is not None]
+    return list(team_holders(graph))
+
+
+def refuse_if_teams_busy(lease: Lease) -> None:
+    """For a caller that chose not to wait (``--no-wait``), right after taking the consolidation lease:
+    when team jobs are running, release it and raise LeaseBusy naming a team and its holder."""
+    busy = team_holders(lease._graph)
+    if not busy:
+        return
+    lease.release()
+    team, holder = next(iter(sorted(busy.items())))
+    more = f" and {len(busy) - 1} more team(s)" if len(busy) > 1 else ""
+    raise LeaseBusy(
+        f"team jobs are running: team {team} is held by {holder}{more}; "
+        "run again later, or without --no-wait to wait for them"
+    )
 
 
 def wait_teams_idle(graph: GraphStore, wait_s: float | None, poll_s: float = 0.25) -> list[str]:

@@ -217,3 +217,27 @@ def test_the_watchdog_never_runs_during_the_teams_night(tmp_path: Path) -> None:
         assert run.team == "alpha" and [s.step for s in run.steps] == ["distill"]
     finally:
         worker._shutdown()
+
+
+def test_run_once_no_wait_refuses_while_team_jobs_run_and_holds_nothing(tmp_path: Path) -> None:
+    from taskzilla_sleep.cli import _consolidation_lease
+    from taskzilla_sleep.lease import LeaseBusy, live_holder
+
+    services = _services(tmp_path)
+    _seed(services, TEAMS)
+    graph = services.graph
+    job = Lease(graph, team_lease_name("beta"), 60, me="worker@replica-2:4242:x")  # a live replica's team job
+    assert job.try_acquire()
+    ran = []
+    with (
+        pytest.raises(LeaseBusy, match=r"team beta is held by worker@replica-2:4242:x; run again later"),
+        _consolidation_lease(graph, services.settings, wait=False),
+    ):
+        ran.append("run-once")  # must not: a team job is running
+    assert ran == []
+    assert live_holder(graph, LEASE_NAME) is None  # refused: the consolidation lease is not left held
+    assert live_holder(graph, team_lease_name("beta")) == job.me  # and the team job goes on
+    job.release()
+    with _consolidation_lease(graph, services.settings, wait=False):
+        assert (live_holder(graph, LEASE_NAME) or "").startswith("run-once@")
+    assert live_holder(graph, LEASE_NAME) is None
