@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser promtool examples compose-check bench eval clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser promtool examples compose-check container bench eval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +47,7 @@ contract: $(STAMP) $(NEO4J_CP) compose-check promtool
 	$(BIN)/pytest -q tests/contract
 
 e2e: $(STAMP) browser examples
-	$(BIN)/pytest -q tests/e2e
+	$(BIN)/pytest -q -m "not container" tests/e2e
 
 # Headless Chromium renders the HTML report and drives the memory console in tests (Debian's package,
 # through Playwright's executable_path: no browser download).
@@ -79,7 +79,16 @@ $(COMPOSE_CHECK): ops/compose-check/main.go ops/compose-check/go.mod ops/compose
 compose-check: $(COMPOSE_CHECK)
 
 test: $(STAMP) $(NEO4J_CP) browser promtool examples compose-check lint typecheck
-	$(BIN)/pytest -rs tests
+	$(BIN)/pytest -rs -m "not container" tests
+
+# The worker's image built from the Dockerfile and run with podman (tests/e2e/test_container.py):
+# ops/container/build.sh installs podman, runc and debootstrap from Debian when missing, makes a
+# local bookworm base once (no registry needed) and builds the image, output in
+# .tmp/container/build.log. Not in `make test`: the first build takes minutes (cached: seconds).
+# Keeps the images localhost/taskzilla-base:bookworm and localhost/taskzilla-sleep:local as a cache.
+container: $(STAMP) compose-check
+	ops/container/build.sh
+	TASKZILLA_REQUIRE_SERVICES=1 $(BIN)/pytest -q -rs -m container tests/e2e/test_container.py
 
 # The product's numbers against real backends (BENCHMARKS.md): FalkorDB + Chroma embedded and
 # Neo4j + Chroma server on a synthetic busy team (30 days + the measured night + a watchdog day),

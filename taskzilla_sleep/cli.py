@@ -285,7 +285,7 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
     except KeyboardInterrupt:
         return cli_ops.say_interrupted(shown.shown, f"run-once {shown.interrupted_note()}")
     _emit(args, data, text)
-    bad = next((r for r in result.run.steps if r.status not in ("ok", "skipped")), None)
+    bad = next((r for r in result.run.steps if r.status not in ("ok", "skipped", "deferred")), None)
     if bad is not None:
         # The last line names the cause (the report above says it too, among the other steps).
         why = bad.error or "no error recorded"

@@ -149,6 +149,14 @@ class Instruments:
             registry=r,
         )
 
+        self.deferred_groups = Counter(
+            f"{PREFIX}_deferred_groups",
+            "Groups a night's distill left for the next night: the LLM budget (budget: calls, budget: "
+            "tokens) or the window's end (window) ran out",
+            ["step", "reason"],
+            registry=r,
+        )
+
         # The series the alert rules divide or take increases of exist from the start at 0: a series
         # born at its first event would lose that event to rate() and increase().
         for kind in LLM_KINDS:

@@ -394,7 +394,10 @@ class Tombstone(BaseModel):
 StepName = Literal["prune", "distill", "reflect", "decay"]
 STEP_NAMES: tuple[StepName, ...] = get_args(StepName)
 RunTrigger = Literal["schedule", "catch-up", "watchdog", "manual", "demo"]
-StepStatusName = Literal["pending", "running", "ok", "failed", "skipped", "abandoned"]
+StepStatusName = Literal["pending", "running", "ok", "failed", "skipped", "abandoned", "deferred"]
+# A step that did its work, all of it ("ok") or what the budget or the window allowed ("deferred": the
+# rest is pending and taken first the next night). A night of such steps is done for its slot.
+STEP_DONE: frozenset[str] = frozenset({"ok", "deferred"})
 
 
 class StepResult(BaseModel):
@@ -411,6 +414,9 @@ class StepResult(BaseModel):
     cost_usd: float | None = None
     error: str | None = None
     prompt_ids: list[str] = Field(default_factory=list)  # the prompts the step's model calls used
+    # What the budget or the window left for the next night, and why: one line per team.
+    deferred: list[str] = Field(default_factory=list)
+    estimate_cost_usd: float | None = None  # the pre-flight estimate's cost (None: unknown or none made)
 
 
 class Run(BaseModel):

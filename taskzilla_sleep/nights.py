@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from taskzilla_sleep.models import STEP_NAMES, Run, StepName, StepResult
+from taskzilla_sleep.models import STEP_DONE, STEP_NAMES, Run, StepName, StepResult
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,14 @@ class TeamJob:
 
 
 def done_steps(runs: Sequence[Run]) -> dict[str | None, set[StepName]]:
-    """Per team, the steps these runs (of one slot) finished ok; key None: runs over every team
+    """Per team, the steps these runs (of one slot) finished (ok, or deferred: what the budget or the
+    window left waits for the next night, the slot is done); key None: runs over every team
     (a night from before team jobs), which count for each team."""
     done: dict[str | None, set[StepName]] = {}
     for run in runs:
         if run.dry_run:
             continue
-        done.setdefault(run.team, set()).update(s.step for s in run.steps if s.status == "ok")
+        done.setdefault(run.team, set()).update(s.step for s in run.steps if s.status in STEP_DONE)
     return done
 
 
@@ -67,8 +68,8 @@ def next_slot(slot_of: Callable[[StepName], datetime], now: datetime) -> datetim
 
 
 # A step's status over a night's teams: the worst of them (a team's status is its last attempt's, or
-# ok once an attempt succeeded).
-_STATUS_RANK = {"ok": 0, "skipped": 1, "pending": 2, "running": 3, "abandoned": 4, "failed": 5}
+# its first done one: ok, or deferred once the budget or the window stopped it).
+_STATUS_RANK = {"ok": 0, "deferred": 1, "skipped": 2, "pending": 3, "running": 4, "abandoned": 5, "failed": 6}
 
 
 def night_key(run: Run) -> str:
@@ -95,8 +96,9 @@ def group_nights(runs: Sequence[Run]) -> list[Run]:
 
 def merge_runs(runs: Sequence[Run], slot: str) -> Run:
     """The night of ``slot`` as one run, from its team jobs' runs (the chat summary, the report, the
-    metrics): per step, the counts, LLM use and times of every team's attempts; a team's step is ok once
-    one of its attempts succeeded, and the night's step is the worst over its teams. The night is
+    metrics): per step, the counts, LLM use and times of every team's attempts; a team's step is done once
+    one of its attempts succeeded or was deferred (``STEP_DONE``), and the night's step is the worst over
+    its teams (deferred after ok), with every team's deferred lines. The night is
     unfinished (``finished_at`` None) while a run is, or while a team seen in it has steps left."""
     real = sorted((r for r in runs if not r.dry_run), key=lambda r: (r.started_at, r.id))
     if not real:
@@ -110,12 +112,13 @@ def merge_runs(runs: Sequence[Run], slot: str) -> Run:
         if not parts:
             continue
         finals = [
-            next((s for s in team_parts if s.status == "ok"), team_parts[-1])
+            next((s for s in team_parts if s.status in STEP_DONE), team_parts[-1])
             for team_parts in by_team.values()
             if team_parts
         ]
         worst = max(finals, key=lambda s: _STATUS_RANK[s.status])
         merged = StepResult(step=name, status=worst.status, error=worst.error)
+        merged.deferred = [line for s in finals for line in s.deferred]
         for part in parts:
             for k, v in part.counts.items():
                 merged.counts[k] = merged.counts.get(k, 0) + v

@@ -19,12 +19,13 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from taskzilla_sleep.budget import Gate
 from taskzilla_sleep.errors import StoreError, UsageError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.memory_index import rebuild_memory
-from taskzilla_sleep.models import STEP_NAMES, Pattern, Run, RunTrigger, StepName, StepResult
+from taskzilla_sleep.models import STEP_DONE, STEP_NAMES, Pattern, Run, RunTrigger, StepName, StepResult
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
@@ -82,6 +83,9 @@ class NightHooks:
     quiet: Callable[[], AbstractContextManager[None]] = nullcontext
     # The worker's counters: step durations, pattern lags and drift of the nights it runs.
     instruments: Instruments | None = None
+    # The window's hard stop (schedule.window_end + grace): past it no model question is asked, the
+    # rest of distill and the judging steps not started are recorded "deferred" (None: no stop).
+    deadline: datetime | None = None
 
 
 @dataclass
@@ -95,8 +99,14 @@ class NightResult:
 
     @property
     def ok(self) -> bool:
-        """Every step ran and succeeded (a night left at shutdown is not ok: the next start catches it up)."""
-        return all(s.status == "ok" for s in self.run.steps)
+        """Every step ran and succeeded, or did what the budget or the window allowed ("deferred": the
+        next night takes the rest first). A night left at shutdown is not ok: the next start catches it up."""
+        return all(s.status in STEP_DONE for s in self.run.steps)
+
+    @property
+    def deferred(self) -> list[str]:
+        """What the budget or the window left for the next night, one line per step and team."""
+        return [f"{s.step} {line}" for s in self.run.steps for line in s.deferred]
 
     def plans_of(self, kind: type[P]) -> list[P]:
         """Every plan of one kind (e.g. ``DistillPlan``), in step and team order."""
@@ -148,6 +158,7 @@ class _Night:
         )
         self.result = NightResult(run=run)
         self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
+        self.gate = Gate(services.settings.llm.night_budget, self.llm.usage, self.stamp, hooks.deadline)
 
     def context(self, team: str, now: datetime) -> StepContext:
         s = self.services
@@ -162,6 +173,7 @@ class _Night:
             self.pending.setdefault(team, {}),
             lookback=self.request.lookback,
             should_stop=self.stop,
+            gate=self.gate,
         )
 
     def run(self) -> NightResult:
@@ -181,6 +193,13 @@ class _Night:
                     log.info("step_left", step=res.step, reason="shutdown")
                     continue
                 step = next(s for s in ORDER if s.name == res.step)
+                if step.prompt is not None and self.gate.past_deadline():
+                    # A judging step is not started past the window: what it would judge stays pending
+                    # (distill's new episodes unmarked, reflect's watermark unmoved); decay still runs.
+                    who = "every team" if request.teams is None else ", ".join(teams)  # a team job: its team
+                    res.status, res.deferred = "deferred", [f"{who} (window)"]
+                    log.info("step_left", step=res.step, reason="window")
+                    continue
                 if self.hooks.now_of is not None:
                     now = self.hooks.now_of(res.step)
                 else:
@@ -211,8 +230,11 @@ class _Night:
         if self.hooks.instruments is not None:
             self.hooks.instruments.drift_items.inc(drift.drift)
         self.result.quarantined = drift.quarantined
-        self.result.run.sizes_before = store_sizes(self.graph, self.services.vectors)
-        self.graph.save_run(self.result.run)
+        run = self.result.run
+        if run.slot is not None and run.team is not None:  # a team job: its night's earlier jobs spent too
+            self.gate.seed(self.graph.slot_runs(run.slot), run.team)
+        run.sizes_before = store_sizes(self.graph, self.services.vectors)
+        self.graph.save_run(run)
         # Before anything plans: finish what a crashed run left half-applied, from its journal.
         for team in mine if mine is not None else self.graph.teams():
             for step in ORDER:
@@ -246,7 +268,8 @@ class _Night:
                 crashpoint(f"pipeline.after_{step.name}")
                 for k, v in counts.items():
                     res.counts[k] = res.counts.get(k, 0) + int(v)
-            res.status = "ok"
+                self._estimated(res, plan)
+            res.status = "deferred" if res.deferred else "ok"
         except Abandoned as exc:
             res.status = "abandoned"
             res.error = str(exc)
@@ -282,7 +305,19 @@ class _Night:
             )
             if not dry_run:
                 self.graph.save_run(self.result.run)
-        return res.status == "ok"
+        return res.status in STEP_DONE
+
+    def _estimated(self, res: StepResult, plan: Plan) -> None:
+        """The plan's pre-flight estimate's cost and what it deferred, into the ledger (and the counter)."""
+        cost = plan.estimate_cost()
+        if cost is not None:
+            res.estimate_cost_usd = round((res.estimate_cost_usd or 0.0) + cost, 6)
+        left = plan.deferral()
+        if left is not None:
+            res.deferred.append(left.line())
+            log.warning("step_deferred", step=res.step, team=left.team, groups=left.groups, reason=left.reason)
+            if self.hooks.instruments is not None and not self.request.dry_run:
+                self.hooks.instruments.deferred_groups.labels(res.step, left.reason).inc(left.groups)
 
     def _close(self) -> None:
         """After a real night: the memory index rebuilt (when it succeeded), the sizes, the ledger."""

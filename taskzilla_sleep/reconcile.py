@@ -3,7 +3,8 @@
 Drift is an id in one store but not the other: a live graph item without a vector (a crash
 between the graph write and the vector write, or a vector deleted behind our back), or a vector
 whose item is gone from the graph or no longer live (retired, pruned, superseded). Repair embeds
-the missing vectors from the graph's text and deletes the orphans.
+the missing vectors from the graph's text and deletes the orphans. It also drops what an
+interrupted collection rebuild left behind (stores/chroma_generations.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, Vector
 log = structlog.get_logger(__name__)
 
 KINDS: tuple[tuple[ItemKind, VectorKind], ...] = (("episode", "episodes"), ("pattern", "patterns"))
+# A collection rebuild copies a team's vectors in seconds: one still being built after an hour was
+# abandoned (younger ones may be another replica's rebuild in flight; superseded ones go at once).
+REBUILD_GRACE_S = 3600.0
 
 
 class DriftCounts(BaseModel):
@@ -34,6 +38,9 @@ class ReconcileReport(BaseModel):
     by_team: dict[str, dict[str, DriftCounts]] = Field(default_factory=dict)
     stale_stages: int = 0  # ingests interrupted mid-write whose invisible staged episodes were dropped
     quarantined: int = 0  # stored items found unreadable (quarantined unless --check)
+    rebuild_leftovers: list[str] = Field(
+        default_factory=list
+    )  # collections interrupted rebuilds left (dropped unless --check)
 
     @property
     def missing(self) -> int:
@@ -65,6 +72,7 @@ def reconcile(
     report = ReconcileReport(repair=repair)
     if repair:
         report.stale_stages = graph.drop_stale_stages()
+    report.rebuild_leftovers = vectors.drop_leftovers(REBUILD_GRACE_S, dry_run=not repair)
     teams = sorted(set(graph.teams()) | set(vectors.teams())) if teams is None else sorted(teams)
     total = len(teams) * len(KINDS)
     if progress is not None:
@@ -102,6 +110,7 @@ def reconcile(
         repaired=report.repaired,
         stale_stages=report.stale_stages,
         quarantined=report.quarantined,
+        rebuild_leftovers=len(report.rebuild_leftovers),
     )
     return report
 

@@ -62,6 +62,9 @@ class NightlySchedule:
             for name, t in self._slots.items()
         }
         self.misfire_grace = timedelta(minutes=s.misfire_grace_minutes)
+        end = s.window_end
+        self._window_end = CronTrigger(hour=end.hour, minute=end.minute, second=end.second, timezone=self.tz)
+        self.window_grace = timedelta(minutes=s.window_grace_minutes)
 
     def next_night(self, after: datetime) -> datetime:
         """The first prune slot strictly after ``after``."""
@@ -86,6 +89,13 @@ class NightlySchedule:
         fire = self._triggers[step].get_next_fire_time(None, night)
         assert fire is not None
         return fire  # type: ignore[no-any-return]
+
+    def deadline(self, night: datetime) -> datetime:
+        """The hard stop of the night that began at ``night``: the first window_end at or after its
+        prune slot, plus the grace (a catch-up night started late gets no window of its own)."""
+        fire = self._window_end.get_next_fire_time(None, night)
+        assert fire is not None
+        return fire + self.window_grace  # type: ignore[no-any-return]
 
     def key(self, night: datetime) -> str:
         return night.astimezone(self.tz).date().isoformat()

@@ -259,6 +259,8 @@ class Worker:
                 should_stop=self._stop.is_set,
                 quiet=self._quiet,
                 instruments=self.services.instruments,
+                # issue 15 part 2: the window's hard stop (a catch-up, run after the window by nature, has none)
+                deadline=self.schedule.deadline(night) if trigger == "schedule" else None,
             )
             run_night(self.services, request, hooks)
 

@@ -64,6 +64,8 @@ def step_cell(s: StepFigures | None) -> str:
         return "FAIL " + step_seconds(s.duration_s)
     if s.status == "skipped":
         return "skip"
+    if s.status == "deferred":
+        return "defer " + step_seconds(s.duration_s)
     return s.status
 
 

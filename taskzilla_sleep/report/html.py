@@ -276,6 +276,9 @@ def _nights_table(report: Report, tz: ZoneInfo) -> str:
         counts = [x.patterns_added, x.evidence_bumps, x.merges, x.contradictions_opened, x.absorbed, x.retired]
         cells += [f'<td class="{"" if v else "dim"}">{v}</td>' for v in [*counts, x.pruned]]
         rows1.append(f'<tr class="{"failed" if x.status == "failed" else ""}">{"".join(cells)}</tr>')
+        if x.deferred:  # what the budget or the window left: a row of its own under the night
+            left = "; ".join(x.deferred)
+            rows1.append(f'<tr class="deferred"><td class="l dim" colspan="{len(cells)}">deferred: {e(left)}</td></tr>')
         figures = [
             str(x.llm_calls),
             f"{x.prompt_tokens:,} / {x.completion_tokens:,}",

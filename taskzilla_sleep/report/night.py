@@ -6,6 +6,7 @@ distilled, the episodes they absorbed, the contradictions it flagged and how to 
 
 from __future__ import annotations
 
+from taskzilla_sleep.budget import Estimate
 from taskzilla_sleep.contradictions import resolve_command
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern
 from taskzilla_sleep.pipeline import NightResult
@@ -25,6 +26,9 @@ def render_plan(result: NightResult) -> str:
         status = "" if res.status == "ok" else f" ({res.status}{': ' + res.error if res.error else ''})"
         lines.append(f"\n[{res.step}]{status} " + ", ".join(f"{k} {v}" for k, v in res.counts.items() if v))
         lines += [f"  {ln}" for ln in body] or ["  (no changes)"]
+    if result.deferred:
+        lines.append("\ndeferred (the LLM budget or the window ran out):")
+        lines += [f"  {line}" for line in result.deferred]
     lines.append("\n" + plan_totals(result))
     return "\n".join(lines)
 
@@ -39,7 +43,9 @@ def night_changed(result: NightResult) -> bool:
 
 
 # Counts of what a step looked at or left waiting, not of what it would change.
-OBSERVED = frozenset({"examined", "episodes_read", "waiting", "compared", "unrelated", "unanswered"})
+OBSERVED = frozenset(
+    {"examined", "episodes_read", "waiting", "compared", "unrelated", "unanswered", "deferred_groups"}
+) | {k for k in Estimate().counts()}
 
 
 def plan_totals(result: NightResult) -> str:
@@ -108,6 +114,9 @@ def render_night(result: NightResult, graph: GraphStore) -> str:
     pruned = [e for p in result.plans_of(PrunePlan) for e in p.prune]
     if pruned:
         out.append(f"\npruned {len(pruned)} stale, unmatched episodes (tombstones kept)")
+    if result.deferred:
+        out.append("\ndeferred (the LLM budget or the window ran out; the rest is pending, taken first next night):")
+        out += [f"  {line}" for line in result.deferred]
     if result.notes.get("stale"):
         out.append("\nstale beliefs (not seen for a long time; listed, never removed):")
         out += [f"  {s}" for s in result.notes["stale"]]

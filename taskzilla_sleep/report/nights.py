@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from taskzilla_sleep.models import Run, RunTrigger, StepName, StepResult, StepStatusName, Time
+from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, StepResult, StepStatusName, Time
 from taskzilla_sleep.nights import group_nights
 
 NightStatus = Literal["ok", "failed", "incomplete"]
@@ -43,6 +43,7 @@ class StepFigures(BaseModel):
     completion_tokens: int = 0
     cost_usd: float | None = None
     error: str | None = None
+    deferred: list[str] = Field(default_factory=list)  # per team: what the budget or the window left
 
 
 class Night(BaseModel):
@@ -81,11 +82,16 @@ class Night(BaseModel):
 
     def ran(self, name: StepName) -> bool:
         s = self.step(name)
-        return s is not None and s.status == "ok"
+        return s is not None and s.status in STEP_DONE
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def deferred(self) -> list[str]:
+        """What the night's budget or window left for the next night (step, team, groups, why)."""
+        return [f"{s.step} {line}" for s in self.steps for line in s.deferred]
 
     def size(self, key: str) -> int | None:
         """A store size after the run; live episode vectors fall back to the graph's live episodes."""
@@ -105,7 +111,7 @@ def night_of(run: Run) -> Night:
     by = {s.step: s for s in steps}
     counts = {col: by[step].counts.get(key, 0) if step in by else 0 for col, (step, key) in COUNT_KEYS.items()}
     failed = any(s.status == "failed" for s in steps)
-    finished = run.finished_at is not None and all(s.status in ("ok", "skipped", "failed") for s in steps)
+    finished = run.finished_at is not None and all(s.status in ("ok", "deferred", "skipped", "failed") for s in steps)
     status: NightStatus = "failed" if failed else "ok" if finished else "incomplete"
     costs = [s.cost_usd for s in steps]
     return Night(
@@ -144,6 +150,7 @@ def _step_figures(s: StepResult) -> StepFigures:
         completion_tokens=s.completion_tokens,
         cost_usd=s.cost_usd,
         error=s.error,
+        deferred=list(s.deferred),
     )
 
 

@@ -100,6 +100,10 @@ def render_text(report: Report) -> str:
         [[when(x.now, tz), *[before_after(x, k) for k in SIZE_KEYS]] for x in nights],
         text_columns=1,
     )
+    deferred = [(x, line) for x in nights for line in x.deferred]
+    if deferred:
+        lines += ["", "deferred (the LLM budget or the window ran out; taken first the next night)"]
+        lines += [f"  {when(x.now, tz)} {line}" for x, line in deferred]
     errors = [(x, s) for x in nights for s in x.steps if s.error]
     if errors:
         lines += ["", "errors"]

@@ -73,6 +73,9 @@ class VectorSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # Rebuild a team's collection once its deleted vectors exceed this share of the live ones
+    # (HNSW keeps a deleted vector's slot until then); None: never.
+    rebuild_deleted_ratio: float | None = Field(default=0.5, gt=0, le=100)
 
     _host = field_validator("host")(_plain_host)
 
@@ -87,6 +90,16 @@ class EmbeddingSettings(_Section):
     _blank = field_validator("api_base", mode="before")(_unset_if_blank)
 
 
+class NightBudget(_Section):
+    """What a night's distill may spend on the model (null: unlimited). Checked before each batch of
+    questions: the batch that would go over is not asked, its groups stay pending for the next night."""
+
+    calls: int | None = Field(default=None, ge=0)  # per night, every team together
+    tokens: int | None = Field(default=None, ge=0)  # prompt + completion, per night
+    team_calls: int | None = Field(default=None, ge=0)  # per team and night
+    team_tokens: int | None = Field(default=None, ge=0)
+
+
 class LLMSettings(_Section):
     model: str | None = None  # None: the offline provider (deterministic, no network)
     api_base: str | None = None
@@ -96,6 +109,7 @@ class LLMSettings(_Section):
     temperature: float = Field(default=0.0, ge=0, le=2)
     json_schema: bool = True  # ask for structured output (response_format json_schema) where the server supports it
     batch_groups: int = Field(default=8, ge=1, le=64)  # groups per DISTILL call: the fixed prompt is paid once
+    night_budget: NightBudget = Field(default_factory=NightBudget)
 
     _blank = field_validator("model", "api_base", mode="before")(_unset_if_blank)
 
@@ -184,6 +198,10 @@ class ScheduleSettings(_Section):
     reflect: time = time(3, 15)
     decay: time = time(3, 25)
     misfire_grace_minutes: int = Field(default=60, ge=1)
+    # The night's hard stop: past window_end + window_grace_minutes no more model questions are asked;
+    # what is left is recorded as deferred and taken first the next night.
+    window_end: time = time(3, 25)
+    window_grace_minutes: int = Field(default=10, ge=0, le=720)
 
     @field_validator("timezone")
     @classmethod

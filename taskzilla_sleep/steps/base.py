@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from taskzilla_sleep.budget import Deferral, Gate
 from taskzilla_sleep.errors import LLMError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import LLMProvider
@@ -53,6 +54,7 @@ class StepContext:
     pending_patterns: dict[str, Pattern] = field(default_factory=dict)
     lookback: timedelta | None = None  # a watchdog distill: only this window, the nightly watermark untouched
     should_stop: Callable[[], bool] = lambda: False
+    gate: Gate | None = None  # the night's budget and window end (None: distill asks everything)
 
     def check_stop(self) -> None:
         """Between batches: a worker shutting down abandons the step here (every batch is atomic)."""
@@ -99,6 +101,14 @@ class Plan(Protocol):
         """Report material besides the counts (e.g. stale beliefs), recorded when the plan is applied."""
         ...
 
+    def deferral(self) -> Deferral | None:
+        """What the night's budget or window left for the next night, and why (None: nothing)."""
+        ...
+
+    def estimate_cost(self) -> float | None:
+        """The pre-flight estimate's cost in USD (None: no estimate, or the model has no price)."""
+        ...
+
 
 class PlanBase:
     """What most plans say to the runner: no patterns written, no lags, no notes."""
@@ -111,6 +121,12 @@ class PlanBase:
 
     def notes(self) -> dict[str, list[str]]:
         return {}
+
+    def deferral(self) -> Deferral | None:
+        return None
+
+    def estimate_cost(self) -> float | None:
+        return None
 
 
 RETIRE_BATCH = 500

@@ -19,6 +19,7 @@ from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.steps.base import PlanBase, StepContext, retire_episodes
 from taskzilla_sleep.stores.ports import Retirement
 from taskzilla_sleep.text import one_line
+from taskzilla_sleep.vector_upkeep import rebuild_heavy
 
 
 @dataclass(frozen=True)
@@ -72,4 +73,7 @@ def write(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
     rows = [Retirement(e.id, EpisodeStatus.RETIRED, ctx.now, "absorbed", pid) for e, pid in plan.retire]
     retire_episodes(ctx, rows, "decay")
     crashpoint("decay.after_vectors")
-    return plan.counts()
+    counts = plan.counts()
+    # Maintenance, not a decision: the night's deletes are done; drop their dead HNSW slots.
+    rebuilt = rebuild_heavy(ctx.vectors, ctx.team, ctx.settings.vector.rebuild_deleted_ratio)
+    return counts | {"collections_rebuilt": rebuilt} if rebuilt else counts

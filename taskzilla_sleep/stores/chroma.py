@@ -1,6 +1,7 @@
 """Chroma as the vector store: embedded (a directory) or a server (HTTP).
 
-One collection per team and kind, ``tz_{team}_{kind}``, in cosine space. The embedding function
+One collection per team and kind, ``tz_{team}_{kind}``, in cosine space; a rebuild writes a new
+generation of it and switches readers over (chroma_generations.py). The embedding function
 is passed on every get: without it Chroma would rebuild one from the collection's config or fall
 back to its default, which downloads a model.
 """
@@ -29,8 +30,17 @@ from chromadb.errors import NotFoundError
 
 from taskzilla_sleep.embeddings import chroma_embedding_function
 from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
+from taskzilla_sleep.stores import chroma_generations as gens
 from taskzilla_sleep.stores.outage import Outage
-from taskzilla_sleep.stores.ports import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
+from taskzilla_sleep.stores.ports import (
+    Embedder,
+    MetaValue,
+    VectorBackend,
+    VectorHealth,
+    VectorHit,
+    VectorKind,
+    VectorRebuild,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +86,8 @@ class ChromaVectorStore:
         self._client_obj: ClientAPI | None = None
         self._closed = False
         self._batch_size: int | None = None
-        self._kept: dict[str, Collection] = {}  # collection handles for queries (see query)
+        self._kept: dict[str, Collection] = {}  # collection handles for queries (see query), by base name
+        self._registry = gens.Registry(self._client)  # each collection's current generation
         self._query_vectors: dict[str, npt.NDArray[np.float32]] = {}  # the last few query texts, embedded
         self._log = log.bind(backend=backend, location=location)
         self._timeout_s = timeout_s  # the server's request timeout (None: embedded)
@@ -141,7 +152,7 @@ class ChromaVectorStore:
         if not ids:
             return
         with self._errors("upsert", name):
-            collection = self._collection(name, create=True)
+            collection = self._collection(self._current(name), create=True)
             assert collection is not None
             size = self._batch()
             for start in range(0, len(ids), size):
@@ -160,7 +171,7 @@ class ChromaVectorStore:
             return set()
         found: set[str] = set()
         with self._errors("present", name):
-            collection = self._collection(name, create=False)
+            collection = self._collection(self._current(name), create=False)
             if collection is None:
                 return found
             if ids is None:
@@ -185,7 +196,7 @@ class ChromaVectorStore:
         if not ids:
             return vectors
         with self._errors("embeddings", name):
-            collection = self._collection(name, create=False)
+            collection = self._collection(self._current(name), create=False)
             if collection is None:
                 return vectors
             unique = list(dict.fromkeys(ids))
@@ -205,14 +216,20 @@ class ChromaVectorStore:
         if not ids:
             return
         with self._errors("delete", name):
-            collection = self._collection(name, create=False)
+            collection = self._collection(self._current(name), create=False)
             if collection is None:
                 return
             unique = list(dict.fromkeys(ids))
             size = self._batch()
+            deleted = 0
             for start in range(0, len(unique), size):
-                collection.delete(ids=unique[start : start + size])
-        self._log.info("vectors_deleted", collection=name, n=len(unique))
+                # Only the ones there leave a dead slot behind: they are what the rebuild trigger counts.
+                there = collection.get(ids=unique[start : start + size], include=[])["ids"]
+                if there:
+                    collection.delete(ids=there)
+                    deleted += len(there)
+            gens.count_deletes(collection, deleted)
+        self._log.info("vectors_deleted", collection=collection.name, n=deleted)
 
     def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
         name = _collection_name(team, kind)
@@ -254,8 +271,40 @@ class ChromaVectorStore:
     def count(self, team: str, kind: VectorKind) -> int:
         name = _collection_name(team, kind)
         with self._errors("count", name):
-            collection = self._collection(name, create=False)
+            collection = self._collection(self._current(name), create=False)
             return 0 if collection is None else collection.count()
+
+    def health(self, team: str, kind: VectorKind) -> VectorHealth:
+        name = _collection_name(team, kind)
+        with self._errors("health", name):
+            generation = self._registry.current(name)
+            collection = self._collection(gens.name_of(name, generation), create=False)
+            if collection is None:
+                return VectorHealth(live=0, deleted=0, generation=generation)
+            return VectorHealth(live=collection.count(), deleted=gens.deleted_of(collection), generation=generation)
+
+    def rebuild(self, team: str, kind: VectorKind) -> VectorRebuild | None:
+        name = _collection_name(team, kind)
+        with self._errors("rebuild", name):
+            client = self._client()
+            done = gens.rebuild(
+                client, self._registry, name, list(self._collections()), self._embedding_function, self._batch()
+            )
+        self._forget_collections()
+        if done is not None:
+            self._log.info("vectors_rebuilt", collection=name, generation=done.generation, live=done.live)
+        return done
+
+    def drop_leftovers(self, older_than_s: float, dry_run: bool = False) -> list[str]:
+        with self._errors("drop_leftovers"):
+            found = gens.leftovers(self._registry, self._collections(), older_than_s)
+            if not dry_run:
+                client = self._client()
+                for name in found:
+                    client.delete_collection(name)
+        if found:
+            self._log.warning("vector_leftovers_found", names=",".join(found), dropped=not dry_run)
+        return found
 
     def teams(self) -> list[str]:
         with self._errors("teams"):
@@ -339,7 +388,7 @@ class ChromaVectorStore:
             kept = self._kept.get(name)
         if kept is not None:
             return kept
-        collection = self._collection(name, create=False)
+        collection = self._collection(self._current(name), create=False)
         if collection is not None:
             with self._lock:
                 self._kept[name] = collection
@@ -348,6 +397,12 @@ class ChromaVectorStore:
     def _forget_collections(self) -> None:
         with self._lock:
             self._kept.clear()
+        self._registry.forget()
+
+    def _current(self, base: str) -> str:
+        """The collection that holds ``base``'s vectors now: its current generation (asked each call;
+        only queries keep a handle, and look again when it was dropped by a rebuild)."""
+        return gens.name_of(base, self._registry.current(base))
 
     def _collection(self, name: str, *, create: bool) -> Collection | None:
         """The collection ``name`` (created when ``create``), or None when it doesn't exist."""
@@ -383,14 +438,18 @@ class ChromaVectorStore:
             )
 
     def _collection_names(self) -> list[str]:
+        return list(self._collections())
+
+    def _collections(self) -> dict[str, Mapping[str, Any] | None]:
+        """Every collection's name and metadata."""
         client = self._client()
-        names: list[str] = []
+        found: dict[str, Mapping[str, Any] | None] = {}
         offset = 0
         while True:
-            page = [c.name for c in client.list_collections(limit=_LIST_PAGE, offset=offset)]
-            names.extend(page)
+            page = client.list_collections(limit=_LIST_PAGE, offset=offset)
+            found.update((c.name, c.metadata) for c in page)
             if len(page) < _LIST_PAGE:
-                return names
+                return found
             offset += _LIST_PAGE
 
 
@@ -406,10 +465,10 @@ def _collection_name(team: str, kind: str) -> str:
 
 
 def _team_of(name: str) -> str | None:
-    """The team of a collection named ``tz_{team}_{kind}``; None for anything else."""
+    """The team of a collection named ``tz_{team}_{kind}`` (any generation); None for anything else."""
     if not name.startswith(_PREFIX):
         return None
-    rest = name[len(_PREFIX) :]
+    rest = gens.split_generation(name)[0][len(_PREFIX) :]
     for kind in _KINDS:
         team = rest.removesuffix(f"_{kind}")
         if team != rest and _TEAM_RE.fullmatch(team):

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from taskzilla_sleep.models import (
     EPISODE_LIVE,
+    STEP_DONE,
     Contradiction,
     Episode,
     Pattern,
@@ -227,7 +228,7 @@ def run_props(run: Run) -> Row:
         "dry_run": run.dry_run,
         "slot": run.slot,
         "team": run.team,
-        "ok": all(s.status == "ok" for s in run.steps) and run.finished_at is not None,
+        "ok": all(s.status in STEP_DONE for s in run.steps) and run.finished_at is not None,
         "steps_json": json.dumps([s.model_dump(mode="json") for s in run.steps]),
         "extra_json": json.dumps(
             {

@@ -43,8 +43,10 @@ from taskzilla_sleep.stores.records import (
     Retirement,
     StoredEpisode,
     VectorBackend,
+    VectorHealth,
     VectorHit,
     VectorKind,
+    VectorRebuild,
 )
 
 # -- the graph, by aggregate ---------------------------------------------------------------------
@@ -427,6 +429,21 @@ class VectorStore(Protocol):
 
     def count(self, team: str, kind: VectorKind) -> int: ...
 
+    def health(self, team: str, kind: VectorKind) -> VectorHealth:
+        """Live vectors, and the deleted ones the index still holds (rebuild's trigger)."""
+        ...
+
+    def rebuild(self, team: str, kind: VectorKind) -> VectorRebuild | None:
+        """Rewrite the collection from its live vectors (no re-embedding) and switch readers to it,
+        crash-safe (see stores/chroma_generations.py); None when there is no collection. The caller
+        holds the team (nothing else rebuilds it meanwhile)."""
+        ...
+
+    def drop_leftovers(self, older_than_s: float, dry_run: bool = False) -> list[str]:
+        """What interrupted rebuilds left (a superseded collection; one being built for
+        ``older_than_s``): dropped unless ``dry_run``. Returns their names (reconcile)."""
+        ...
+
     def teams(self) -> list[str]:
         """Teams that have at least one collection."""
         ...
@@ -472,7 +489,9 @@ __all__ = [
     "RunLedger",
     "StoredEpisode",
     "VectorBackend",
+    "VectorHealth",
     "VectorHit",
     "VectorKind",
+    "VectorRebuild",
     "VectorStore",
 ]

@@ -229,3 +229,20 @@ class VectorHit(BaseModel):
     similarity: float  # cosine similarity in [-1, 1]; 1 is identical
     text: str
     metadata: dict[str, MetaValue]
+
+
+@dataclass(frozen=True)
+class VectorHealth:
+    """One collection's dead weight: deleted vectors keep their HNSW slot until it is rebuilt."""
+
+    live: int
+    deleted: int  # deletes since this generation was built
+    generation: int  # rebuilds so far (0: the original collection)
+
+
+@dataclass(frozen=True)
+class VectorRebuild:
+    generation: int  # the new one, now current
+    live: int  # vectors it holds
+    dropped_deleted: int  # dead slots the old generation held
+    discarded: tuple[str, ...] = ()  # leftovers of earlier, interrupted rebuilds dropped first

@@ -145,8 +145,9 @@ def test_a_live_worker_scrape_lints_clean_and_counts_what_happened(
             loop.start()  # the first tick: the night (catch-up of 03:05), then the alert round
             wait_for("the night's summary delivered and refused", lambda: bool(ok.succeeded() and down.received()))
             wait_for("the ledger to show the night", lambda: b"last_night_ok 1.0" in http(url + "/metrics")[1])
-            # The receiver has the summary a moment before the alert round counts it.
-            wait_for("the round counted", lambda: b"alert_deliveries_total{" in http(url + "/metrics")[1])
+            # A round's deliveries are counted when the round ends, after the receivers saw its requests.
+            counted = (b"alert_deliveries_total{", b"alert_delivery_failures_total{")
+            wait_for("the delivery round counted", lambda: all(c in http(url + "/metrics")[1] for c in counted))
             status, scraped = http(url + "/metrics")
         finally:
             worker.request_stop()

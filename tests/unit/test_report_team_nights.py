@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+from taskzilla_sleep.budget import Estimate, Gate
+from taskzilla_sleep.llm.base import LLMUsage
 from taskzilla_sleep.metrics import build_registry
 from taskzilla_sleep.models import Run, StepName, StepResult
-from taskzilla_sleep.nights import group_nights, merge_runs
+from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, steps_left
 from taskzilla_sleep.report.model import build_report
+from taskzilla_sleep.settings import NightBudget
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from tests.unit.test_report import CAP, GRACE_DAYS, STEPS, T0, make_run, scrape
 
@@ -154,3 +157,32 @@ def test_a_night_half_done_is_incomplete_not_ok() -> None:
     assert [x.status for x in report.nights] == ["ok", "incomplete"]
     m = scrape(build_registry(g, index_cap=CAP, grace_days=GRACE_DAYS))
     assert m["taskzilla_sleep_last_night_timestamp_seconds"][()] == T0.timestamp()  # the finished night
+
+
+def test_a_team_whose_distill_was_deferred_is_done_and_the_night_ok_with_its_deferred_line() -> None:
+    night = team_night(0)
+    beta = next(r for r in night if r.team == "beta" and r.steps[0].step == "distill")
+    beta.steps[0].status, beta.steps[0].deferred = "deferred", ["beta: 2 group(s) deferred (budget: calls)"]
+    assert steps_left(done_steps(night), "beta") == []  # the slot is finished: no replica runs it again
+    due, complete = due_jobs(list(TEAMS), night, lambda _step: T0, T0 + timedelta(hours=1))
+    assert (due, complete) == ([], True)
+    merged = merge_runs(night, "2026-11-28")
+    distill = next(s for s in merged.steps if s.step == "distill")
+    assert distill.status == "deferred"  # worse than ok, still done
+    assert distill.deferred == ["beta: 2 group(s) deferred (budget: calls)"]
+    assert merged.finished_at is not None
+    (report_night,) = build_report(ledger(*night), 1, index_cap=CAP, grace_days=GRACE_DAYS).nights
+    assert report_night.status == "ok" and report_night.deferred == [
+        "distill beta: 2 group(s) deferred (budget: calls)"
+    ]
+
+
+def test_a_team_jobs_gate_counts_what_the_nights_earlier_jobs_spent_on_distill() -> None:
+    budget = NightBudget(calls=7, team_calls=3)
+    gate = Gate(budget, LLMUsage(), lambda: T0, None)
+    earlier = [r for r in team_night(0) if r.team in ("alpha", "beta")]  # 2 distill calls each, 110 tokens
+    gate.seed(earlier, "beta")
+    assert gate.night == [4, 220] and gate.team == {"beta": [2, 110]}
+    one_call = Estimate(groups=1, calls=1, prompt_tokens=5)
+    assert gate.admit("beta", [one_call, one_call]) == (1, "budget: calls")  # beta's 2 + 1 = its 3
+    assert gate.admit("gamma", [one_call] * 4) == (3, "budget: calls")  # the night's 4 + 3 = 7

@@ -47,7 +47,10 @@ def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillP
     seen.episodes_read = len(inputs.episodes)
     seen.new_episodes = sum(1 for e in inputs.learnable if e.id in inputs.new_ids)
     seen.groups = len(inputs.asked)
-    seen.declines_remembered = inputs.fresh_groups - len(inputs.asked)
+    seen.declines_remembered = inputs.fresh_groups - len(inputs.asked) - len(inputs.deferred)
+    seen.deferred_groups = len(inputs.deferred)
+    plan.deferred_reason = inputs.deferred_reason
+    plan.estimate = inputs.estimate
 
     drafts: list[tuple[Sequence[Episode], PatternDraft, Vector]] = []  # each belief of each answered group
     unanswered = [(g.members, g.answer) for g in inputs.asked if isinstance(g.answer, Unanswered)]
@@ -266,7 +269,9 @@ def _mark(plan: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequenc
         else:
             plan.seen.given_up_groups += 1
         failed.update({e.id: e for e in news})
-    for e in sorted((e for e in inputs.episodes if e.id in inputs.new_ids), key=lambda e: e.id):
+    # Not asked (budget or window): untouched, so the next night takes them first, as if never seen.
+    left = {e.id for members in inputs.deferred for e in members}
+    for e in sorted((e for e in inputs.episodes if e.id in inputs.new_ids and e.id not in left), key=lambda e: e.id):
         f = failed.get(e.id)
         if f is None:
             plan.marks.append(EpisodeUpdate(id=e.id, distilled_at=plan.now))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from taskzilla_sleep.budget import Deferral, Estimate
 from taskzilla_sleep.models import Pattern, from_ms
 from taskzilla_sleep.steps.base import PlanBase
 from taskzilla_sleep.stores.ports import EpisodeUpdate
@@ -48,6 +49,7 @@ class DistillCounts:
     not_absorbed: int = 0  # evidence of an active pattern kept raw: it does not state the pattern closely
     declined_groups: int = 0  # asked, the model found no belief in them (remembered on their episodes)
     declines_remembered: int = 0  # not asked: declined before, and too little has joined them since
+    deferred_groups: int = 0  # not asked: the night's budget or window ran out (pending for the next night)
 
 
 @dataclass
@@ -61,6 +63,8 @@ class DistillPlan(PlanBase):
     seen: DistillCounts = field(default_factory=DistillCounts)
     failure: str | None = None  # no question got a usable answer: the step fails after applying
     resumed: bool = False  # finished from the journal of an interrupted run
+    deferred_reason: str | None = None  # why seen.deferred_groups were not asked
+    estimate: Estimate = field(default_factory=Estimate)  # the pre-flight estimate of what was pending
 
     def lines(self) -> list[str]:
         out = []
@@ -75,7 +79,20 @@ class DistillPlan(PlanBase):
             out.append(f"? {self.seen.retry_groups} group(s) got no usable answer: asked again next night")
         if self.seen.given_up_groups:
             out.append(f"! {self.seen.given_up_groups} group(s) got no usable answer in any attempt: given up")
+        if self.estimate.groups:
+            out.append(f"= {self.team} {self.estimate.line()}")
+        left = self.deferral()
+        if left is not None:
+            out.append(f"> {left.line()}")
         return out
+
+    def deferral(self) -> Deferral | None:
+        if not self.seen.deferred_groups:
+            return None
+        return Deferral(self.team, self.seen.deferred_groups, self.deferred_reason or "budget")
+
+    def estimate_cost(self) -> float | None:
+        return self.estimate.cost_usd
 
     def counts(self) -> dict[str, int]:
         s = self.seen
@@ -99,6 +116,8 @@ class DistillPlan(PlanBase):
             "not_absorbed": s.not_absorbed,
             "declined_groups": s.declined_groups,
             "declines_remembered": s.declines_remembered,
+            "deferred_groups": s.deferred_groups,
+            **self.estimate.counts(),
         }
 
     def empty(self) -> bool:
@@ -157,6 +176,7 @@ def to_journal(plan: DistillPlan) -> dict[str, Any]:
         "marks": [m.model_dump(mode="json", exclude_unset=True) for m in plan.marks],
         "counts": plan.counts(),
         "failure": plan.failure,
+        "deferred_reason": plan.deferred_reason,
     }
 
 
@@ -180,6 +200,7 @@ def from_journal(d: dict[str, Any]) -> DistillPlan:
         marks=[_mark(m) for m in d["marks"]],
         seen=DistillCounts(**{f.name: int(counts.get(f.name, 0)) for f in fields(DistillCounts)}),
         failure=d.get("failure"),
+        deferred_reason=d.get("deferred_reason"),
         resumed=True,
     )
 

@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from taskzilla_sleep import budget
 from taskzilla_sleep.beliefs import Slots, slots, topics
+from taskzilla_sleep.budget import Estimate
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import PATTERN_LIVE, Episode, EpisodeStatus, Pattern, from_ms
 from taskzilla_sleep.policies import Candidate, distinct_texts, group_episodes, group_key, is_learnable
@@ -47,6 +49,10 @@ class DistillInputs:
     fresh_groups: int  # groups holding something new
     asked: tuple[AskedGroup, ...]  # ... of them, the ones worth asking (the rest were declined before)
     prompt_id: str
+    # Worth asking but not asked: the budget or the window ran out (their new episodes stay pending).
+    deferred: tuple[tuple[Episode, ...], ...] = ()
+    deferred_reason: str | None = None  # "budget: calls" | "budget: tokens" | "window"
+    estimate: Estimate = Estimate()  # what asking every group worth asking takes (before the gate)
 
 
 def last_distill(graph: GraphStore, team: str) -> datetime | None:
@@ -100,7 +106,12 @@ def read(ctx: StepContext) -> DistillInputs:
             if any(e.id in new_ids for e in members)
         ]
     worth = [m for m in fresh if _worth_asking(m, s.reask_growth)]
-    answers = ctx.llm.distill_many([_request(ctx, m, entities, s.min_episodes) for m in worth]) if worth else []
+    requests = [_request(ctx, m, entities, s.min_episodes) for m in worth]
+    pending = budget.estimate(requests, ctx.settings.llm.batch_groups, ctx.settings.llm.model)
+    got, deferred_reason = _ask(ctx, requests, [_oldest(m, new_ids) for m in worth])
+    deferred = tuple(tuple(m) for i, m in enumerate(worth) if i not in got)
+    worth = [m for i, m in enumerate(worth) if i in got]  # in grouping order, as an unbudgeted night
+    answers = [got[i] for i in sorted(got)]
     drafts = [d for a in answers if not isinstance(a, Unanswered) for d in a]
     statement_vectors = ctx.embed([d.statement for d in drafts]) if drafts else []
     asked: list[AskedGroup] = []
@@ -129,8 +140,50 @@ def read(ctx: StepContext) -> DistillInputs:
         pattern_vectors=ctx.vectors_of("patterns", list(live)) if live else {},
         fresh_groups=len(fresh),
         asked=tuple(asked),
+        deferred=deferred,
+        deferred_reason=deferred_reason if deferred else None,
+        estimate=pending,
         prompt_id=ctx.llm.prompt_ids["distill"],
     )
+
+
+def _oldest(members: Sequence[Episode], new_ids: frozenset[str]) -> tuple[datetime, str]:
+    """A group's place in the queue: its oldest pending message (deferred work is taken first)."""
+    return min((e.ts, e.id) for e in members if e.id in new_ids)
+
+
+def _ask(
+    ctx: StepContext, requests: Sequence[DistillRequest], keys: Sequence[tuple[datetime, str]]
+) -> tuple[dict[int, tuple[PatternDraft, ...] | Unanswered], str | None]:
+    """The answers by index into ``requests``, and why the rest were not asked (None: all were).
+
+    Without a budget or a deadline, everything in one go. Otherwise oldest first, a round of at most
+    ``max_concurrency`` calls at a time, each round let through by the gate: the first batch it holds
+    back ends the asking, so every group is either asked or left whole for the next night."""
+    gate = ctx.gate
+    if not requests:
+        return {}, None
+    if gate is None or not gate.limited:
+        return dict(enumerate(ctx.llm.distill_many(requests))), None
+    llm = ctx.settings.llm
+    order = sorted(range(len(requests)), key=lambda i: keys[i])
+    queue = [[order[i] for i in b] for b in budget.batches([requests[i] for i in order], llm.batch_groups)]
+    small = [i for i in order if i not in {j for b in queue for j in b}]  # never sent: no cost
+    got: dict[int, tuple[PatternDraft, ...] | Unanswered] = {}
+    while queue or small:
+        nxt = queue[: llm.max_concurrency]
+        costs = [budget.estimate_batch([requests[i] for i in b]) for b in nxt]
+        n, reason = gate.admit(ctx.team, costs)
+        if n == 0 and (nxt or reason == "window"):
+            return got, reason
+        ids = [*small, *(i for b in nxt[:n] for i in b)]
+        before = gate.snapshot()
+        got.update(zip(ids, ctx.llm.distill_many([requests[i] for i in ids]), strict=True))
+        gate.charge(ctx.team, before, costs[:n])
+        queue, small = queue[n:], []
+        if reason is not None and queue:
+            return got, reason
+    return got, None
 
 
 def _is_raw(e: Episode | None) -> bool:

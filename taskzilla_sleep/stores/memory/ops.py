@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import Contradiction, ContradictionStatus, Run
+from taskzilla_sleep.models import STEP_DONE, Contradiction, ContradictionStatus, Run
 from taskzilla_sleep.stores.memory.beliefs import MemoryBeliefs
 from taskzilla_sleep.stores.ports import AlertRecord, AlertStatus, LeaseClaim, LeaseState, PatternUpdate
 
@@ -16,7 +16,7 @@ def _night(run: Run) -> str:
 
 
 def _ok(run: Run) -> bool:
-    return all(s.status == "ok" for s in run.steps) and run.finished_at is not None
+    return all(s.status in STEP_DONE for s in run.steps) and run.finished_at is not None
 
 
 class MemoryOps(MemoryBeliefs):

@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from taskzilla_sleep.stores.ports import Embedder, MetaValue, VectorBackend, VectorHit, VectorKind
+from taskzilla_sleep.stores.ports import (
+    Embedder,
+    MetaValue,
+    VectorBackend,
+    VectorHealth,
+    VectorHit,
+    VectorKind,
+    VectorRebuild,
+)
 
 
 class HashEmbedder:
@@ -32,6 +40,8 @@ class MemoryVectorStore:
         self.cols: dict[tuple[str, VectorKind], dict[str, tuple[list[float], str, dict[str, MetaValue]]]] = {}
         self.fail_next: Exception | None = None
         self.on_upsert: Callable[[str, VectorKind, Sequence[str]], None] | None = None
+        self.deleted: dict[tuple[str, VectorKind], int] = {}  # what an HNSW index would still hold
+        self.generations: dict[tuple[str, VectorKind], int] = {}
 
     def describe(self) -> str:
         return "memory vectors"
@@ -66,8 +76,8 @@ class MemoryVectorStore:
 
     def delete(self, team: str, kind: VectorKind, ids: Sequence[str]) -> None:
         col = self.cols.get((team, kind), {})
-        for i in ids:
-            col.pop(i, None)
+        gone = [i for i in dict.fromkeys(ids) if col.pop(i, None) is not None]
+        self.deleted[(team, kind)] = self.deleted.get((team, kind), 0) + len(gone)
 
     def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
         col = self.cols.get((team, kind), {})
@@ -81,11 +91,29 @@ class MemoryVectorStore:
     def count(self, team: str, kind: VectorKind) -> int:
         return len(self.cols.get((team, kind), {}))
 
+    def health(self, team: str, kind: VectorKind) -> VectorHealth:
+        key = (team, kind)
+        return VectorHealth(self.count(team, kind), self.deleted.get(key, 0), self.generations.get(key, 0))
+
+    def rebuild(self, team: str, kind: VectorKind) -> VectorRebuild | None:
+        self.ping()
+        key = (team, kind)
+        if key not in self.cols:
+            return None
+        self.generations[key] = self.generations.get(key, 0) + 1
+        dead = self.deleted.pop(key, 0)
+        return VectorRebuild(generation=self.generations[key], live=len(self.cols[key]), dropped_deleted=dead)
+
+    def drop_leftovers(self, older_than_s: float, dry_run: bool = False) -> list[str]:
+        return []  # a rebuild here is one step: it leaves nothing behind
+
     def teams(self) -> list[str]:
         return sorted({t for (t, _k), col in self.cols.items()})
 
     def delete_all(self) -> None:
         self.cols.clear()
+        self.deleted.clear()
+        self.generations.clear()
 
     def close(self) -> None:
         pass

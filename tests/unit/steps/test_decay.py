@@ -40,7 +40,10 @@ def test_the_step_on_the_fake_retires_and_leaves_a_tombstone(fake: Fake) -> None
     fake.add(*rules)  # type: ignore[arg-type]
     fake.add_pattern(pattern("pat-1", "Deploys go through the release train.", rules))  # type: ignore[arg-type]
     ctx = fake.ctx()
-    assert decay.write(ctx, decay.decide(decay.read(ctx), fake.settings, NIGHT)) == {"retired": 3, "waiting": 0}
+    counts = decay.write(ctx, decay.decide(decay.read(ctx), fake.settings, NIGHT))
+    # Every episode vector deleted: the emptied collection is rebuilt (its dead slots dropped).
+    assert counts == {"retired": 3, "waiting": 0, "collections_rebuilt": 1}
+    assert fake.vectors.health(TEAM, "episodes").__dict__ == {"live": 0, "deleted": 0, "generation": 1}
     assert {e.status for e in fake.graph.get_episodes([f"ep-{i}" for i in range(3)])} == {EpisodeStatus.RETIRED}
     assert fake.graph.tombstone_nodes["ep-0"]["pattern_id"] == "pat-1"
     assert fake.vectors.present(TEAM, "episodes") == set()

@@ -1,0 +1,170 @@
+"""A budgeted, time-boxed night through litellm over real HTTP (the stub plays the model).
+
+A night over its LLM budget, or past its window's end, stops asking between two batches: what it
+asked is written whole, what it did not ask stays pending (nothing half-applied, no drift), the
+ledger says deferred and why, and the next night finishes the work and ends in the patterns an
+unbudgeted pair of nights ends in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taskzilla_sleep.models import EpisodeStatus
+from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night
+from taskzilla_sleep.reconcile import reconcile
+from taskzilla_sleep.report.night import render_night, render_plan
+from taskzilla_sleep.settings import NightBudget, Settings
+from taskzilla_sleep.steps.distill import JOURNAL
+from taskzilla_sleep.stores.ports import Embedder
+from tests.contract.test_cycle import NIGHT, TEAM, Stack
+from tests.contract.test_cycle_litellm import _provider, good_model
+from tests.llm_stub import LLMStub
+
+NEXT = NIGHT + timedelta(days=1)
+
+
+def _stack(path: Path, embedder: Embedder, **llm: Any) -> Stack:
+    from taskzilla_sleep.llm.offline import OfflineProvider
+    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.stores.chroma import ChromaVectorStore
+    from taskzilla_sleep.stores.falkordb import open_falkordb
+
+    graph = open_falkordb(path / "f")
+    graph.ensure_schema()
+    vectors = ChromaVectorStore.embedded(path / "c", embedder)
+    base: Settings = load_settings(env={"TASKZILLA_DATA_DIR": str(path)})
+    settings = base.model_copy(update={"llm": base.llm.model_copy(update=llm)})
+    return Stack(settings, graph, vectors, embedder, OfflineProvider(embedder))
+
+
+@pytest.fixture
+def stacks(tmp_path: Path, offline_embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Stack]]:
+    """Two empty stacks (the one under test, the reference), one group a call, one call a round."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    made = [_stack(tmp_path / n, offline_embedder, batch_groups=1, max_concurrency=1) for n in ("a", "b")]
+    yield made
+    for s in made:
+        s.vectors.close()  # type: ignore[attr-defined]
+        s.graph.close()
+
+
+def _budgeted(stack: Stack, budget: NightBudget) -> Stack:
+    llm = stack.settings.llm.model_copy(update={"night_budget": budget})
+    return replace(stack, settings=stack.settings.model_copy(update={"llm": llm}))
+
+
+def _night(stack: Stack, url: str, now: datetime, hooks: NightHooks | None = None) -> NightResult:
+    services = replace(stack, llm=_provider(url))
+    return run_night(services, NightRequest(now=now), hooks)
+
+
+def _patterns(stack: Stack) -> list[tuple[str, int, str]]:
+    return sorted((p.statement, p.support_count, p.status.value) for p in stack.graph.patterns(TEAM))
+
+
+def _consistent(stack: Stack) -> None:
+    """Nothing half-applied: no journal left open, no drift between the graph and the vectors."""
+    assert not stack.graph.get_meta(JOURNAL.format(team=TEAM))
+    assert reconcile(stack.graph, stack.vectors, repair=False).drift == 0
+
+
+def _reference(stack: Stack) -> list[tuple[str, int, str]]:
+    """The same two nights without a budget or a window."""
+    stack.ingest_sample()
+    with LLMStub(default=good_model) as stub:
+        first, second = _night(stack, stub.url, NIGHT), _night(stack, stub.url, NEXT)
+    assert first.ok and second.ok and not first.deferred and not second.deferred
+    got = _patterns(stack)
+    assert len(got) >= 4
+    return got
+
+
+def test_a_night_over_its_budget_stops_cleanly_and_the_next_night_finishes(stacks: list[Stack]) -> None:
+    stack, ref = stacks
+    stack = _budgeted(stack, NightBudget(calls=2))
+    stack.ingest_sample()
+    pending_before = {e.id for e in stack.graph.episodes_by_status(TEAM, [EpisodeStatus.RAW.value])}
+    with LLMStub(default=good_model) as stub:
+        first = _night(stack, stub.url, NIGHT)
+        distill_calls = sum(1 for b in stub.requests if "Groups asked" in str(b))
+    d = first.run.steps[1]
+    assert first.ok and d.status == "deferred", [(s.step, s.status, s.error) for s in first.run.steps]
+    assert d.llm_calls == 2 == distill_calls  # the budget, not one call more
+    # The pre-flight estimate covers every group worth asking; two were asked, the rest deferred.
+    assert d.counts["estimate_groups"] == d.counts["deferred_groups"] + 2 >= 4
+    assert d.counts["estimate_calls"] == d.counts["estimate_groups"]  # one group a call here
+    assert d.counts["estimate_prompt_tokens"] > 0 and d.counts["estimate_completion_tokens"] > 0
+    assert d.estimate_cost_usd is None  # "openai/stub" has no price
+    assert d.deferred == [
+        f"{TEAM}: {d.counts['deferred_groups']} group(s) deferred (budget: calls), taken first next night"
+    ]
+    assert [s.status for s in first.run.steps] == ["ok", "deferred", "ok", "ok"]
+    # The ledger says so, and so do run-once's text and the stored run.
+    (stored,) = [r for r in stack.graph.runs(5) if r.id == first.run.id]
+    assert stored.steps[1].status == "deferred" and stored.steps[1].deferred == d.deferred
+    assert "deferred (budget: calls)" in render_night(first, stack.graph)
+    _consistent(stack)
+    # The deferred groups' new episodes were not marked: the next night reads them as new.
+    raw = stack.graph.episodes_by_status(TEAM, [EpisodeStatus.RAW.value])
+    left = [e for e in raw if e.id in pending_before and e.distilled_at is None]
+    assert left, "the deferred groups' episodes must stay pending"
+
+    stack = _budgeted(stack, NightBudget())
+    with LLMStub(default=good_model) as stub:
+        second = _night(stack, stub.url, NEXT)
+    assert second.ok and second.run.steps[1].status == "ok" and not second.deferred
+    _consistent(stack)
+    assert _patterns(stack) == _reference(ref)
+
+
+def test_a_night_past_its_window_defers_the_rest_and_the_next_night_finishes(stacks: list[Stack]) -> None:
+    stack, ref = stacks
+    stack.ingest_sample()
+    clock = [NIGHT + timedelta(minutes=5)]  # the night's clock: each distill call takes 20 minutes of it
+    deadline = NIGHT + timedelta(minutes=30)  # window_end 03:25 + 10 minutes of grace
+
+    def slow_model(body: dict[str, Any]) -> str:
+        clock[0] += timedelta(minutes=20)
+        return good_model(body)
+
+    hooks = NightHooks(clock=lambda: clock[0], deadline=deadline)
+    with LLMStub(default=slow_model) as stub:
+        first = _night(stack, stub.url, NIGHT, hooks)
+    steps = {s.step: s for s in first.run.steps}
+    assert first.ok and steps["distill"].status == "deferred"
+    assert steps["distill"].llm_calls == 2  # at 03:10 and 03:30 (< 03:35); at 03:50 the window is over
+    assert "(window)" in steps["distill"].deferred[0]
+    # Past the window reflect is not started (its watermark stays: the next night reflects); decay runs.
+    assert steps["reflect"].status == "deferred" and steps["reflect"].llm_calls == 0
+    assert steps["decay"].status == "ok"
+    assert "window" in render_night(first, stack.graph)
+    _consistent(stack)
+
+    with LLMStub(default=good_model) as stub:
+        second = _night(stack, stub.url, NEXT)
+    assert second.ok and not second.deferred
+    _consistent(stack)
+    assert _patterns(stack) == _reference(ref)
+
+
+def test_a_dry_run_prints_the_estimate_and_what_the_budget_would_defer(stacks: list[Stack]) -> None:
+    stack, _ = stacks
+    stack = _budgeted(stack, NightBudget(team_tokens=1))  # not even one call fits
+    stack.ingest_sample()
+    with LLMStub(default=good_model) as stub:
+        services = replace(stack, llm=_provider(stub.url))
+        result = run_night(services, NightRequest(now=NIGHT, dry_run=True))
+        assert not [b for b in stub.requests if "Groups asked" in str(b)]  # not one distill call
+    d = result.run.steps[1]
+    assert d.status == "deferred" and d.llm_calls == 0
+    text = render_plan(result)
+    groups = d.counts["estimate_groups"]
+    assert groups >= 4 and f"= {TEAM} estimate: {groups} group(s), {groups} call(s)" in text  # one group a call
+    assert f"{TEAM}: {groups} group(s) deferred (budget: tokens)" in text
