@@ -34,8 +34,8 @@ from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
-from taskzilla_sleep.models import RunTrigger, StepName, iso_time
-from taskzilla_sleep.nights import done_steps, due_jobs, merge_runs, next_slot, steps_left
+from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
+from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.service import IngestGate, MemoryService
@@ -280,13 +280,14 @@ class Worker:
         keeps one per key, so the replicas that all see the night complete queue it once)."""
         if self._outbox is None or not self.settings.alerts.nightly_summary:
             return
-        from taskzilla_sleep.report.night import OBSERVED, render_night
+        from taskzilla_sleep.report.night import OBSERVED, created_in, render_night
 
-        result = NightResult(run=merge_runs(self.services.graph.slot_runs(key), key))
+        runs = self.services.graph.slot_runs(key)
+        result = NightResult(run=merge_runs(runs, key))
         if not any(v and k not in OBSERVED for x in result.run.steps for k, v in x.counts.items()):
             log.info("nightly_summary_skipped", slot=key, reason="nothing changed")
             return
-        text = render_night(result, self.services.graph)
+        text = render_night(result, self.services.graph, learnt=created_in(self.services.graph, runs))
         self._outbox.enqueue_summary(f"summary_{key}", text, self.settings.alerts.channels, self.clock.now())
 
     def _watchdog(self) -> None:
@@ -430,7 +431,8 @@ class Worker:
                     "trigger": r.trigger,
                     "slot": r.slot,
                     "now": iso_time(r.now),
-                    "ok": all(x.status == "ok" for x in r.steps),
+                    "team": r.team,
+                    "ok": all(x.status in STEP_DONE for x in r.steps),
                     "steps": {
                         x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
                         for x in r.steps
@@ -438,7 +440,15 @@ class Worker:
                 }
                 for r in runs
             ],
+            "last_nights": [_night_status(n, runs_of) for n, runs_of in self._last_nights(3)],
         }
+
+    def _last_nights(self, n: int) -> list[tuple[Run, list[Run]]]:
+        """The newest ``n`` nights, newest first: each merged (``group_nights``) with its runs."""
+        runs = self.services.graph.night_runs(n)
+        return [
+            (night, [r for r in runs if night_key(r) == night_key(night)]) for night in reversed(group_nights(runs))
+        ]
 
     def metrics(self) -> tuple[bytes, str]:
         from taskzilla_sleep.metrics import render
@@ -474,3 +484,22 @@ class Worker:
             for p in self.settings.memory_dir.glob("*/MEMORY.md")
         ]
         return sum(sizes) if sizes else None
+
+
+def _night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
+    """A night for the status: its merged steps, and each team job's run (what ran where, when)."""
+
+    def steps(r: Run) -> dict[str, Any]:
+        return {
+            x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
+            for x in r.steps
+        }
+
+    return {
+        "slot": night.slot,
+        "trigger": night.trigger,
+        "finished": night.finished_at is not None,
+        "ok": night.finished_at is not None and all(x.status in STEP_DONE for x in night.steps),
+        "steps": steps(night),
+        "jobs": [{"id": r.id, "team": r.team, "steps": steps(r)} for r in runs],
+    }
