@@ -21,6 +21,7 @@ from datetime import datetime
 
 from taskzilla_sleep.llm.base import DistillRequest, LLMUsage
 from taskzilla_sleep.llm.prompts.distill import distill_max_tokens, distill_messages
+from taskzilla_sleep.models import Run
 from taskzilla_sleep.settings import NightBudget
 
 CHARS_PER_TOKEN = 4
@@ -144,6 +145,18 @@ class Gate:
             if _over(tokens, b.tokens) or _over(ttokens, b.team_tokens):
                 return n, "budget: tokens"
         return len(nxt), None
+
+    def seed(self, runs: Sequence[Run], team: str) -> None:
+        """Count what a scheduled night's earlier team jobs (``runs``, of its slot) spent on distill: the
+        night's budget is the night's, not each job's (jobs running at once do not see each other's)."""
+        for run in runs:
+            for s in run.steps:
+                if run.dry_run or s.step != "distill":
+                    continue
+                spent = (s.llm_calls, s.prompt_tokens + s.completion_tokens)
+                for acc in [self.night] + ([self.team.setdefault(team, [0, 0])] if run.team == team else []):
+                    acc[0] += spent[0]
+                    acc[1] += spent[1]
 
     def snapshot(self) -> tuple[int, int]:
         u = self.usage

@@ -296,7 +296,7 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
 @contextlib.contextmanager
 def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator[None]:
     """Hold the worker's lease around a run-once: a worker's night and another run-once never overlap it."""
-    from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding
+    from taskzilla_sleep.lease import LEASE_NAME, Lease, holder_id, holding, refuse_if_teams_busy
 
     lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("run-once"))
 
@@ -309,6 +309,8 @@ def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator
         )
 
     waited = lease.acquire(wait=wait, on_busy=tell)
+    if not wait:
+        refuse_if_teams_busy(lease)  # holding() would wait for the team jobs running
     if waited >= 1:
         print(f"taskzilla-sleep: got the {LEASE_NAME} lease after {waited:.0f} s", file=sys.stderr, flush=True)
     with holding(lease):

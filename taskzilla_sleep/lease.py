@@ -1,7 +1,11 @@
-"""One lease lock in the graph store, shared by every replica of the worker.
+"""Lease locks in the graph store, shared by every replica of the worker.
 
-A night and a watchdog distill never overlap, and two workers against one store run each night
-once: whoever holds the lease works; the others wait. The holder renews it while working; a dead
+A team's consolidation work (a step of its night, a watchdog distill) runs under the team's lease
+``consolidation:<team>``, so replicas share a night team by team and never work on one team at once.
+Work on the whole memory (run-once, an import, a forget over the API) takes the ``consolidation``
+lease and then waits until no team lease is held; a team job that finds it held backs off. (Each
+side takes its own lease first and then looks at the other's, so the two never both proceed.)
+The holder renews its lease while working; a dead
 holder's lease expires after ``worker.lease_ttl_s`` and the next replica takes over — at once when
 the holder was a process on this machine (same host and pid namespace) that no longer exists, so a
 `kill -9` of a worker does not make the next `run-once` wait out the TTL. Lease times are wall-clock
@@ -22,11 +26,17 @@ from collections.abc import Callable, Iterator
 import structlog
 
 from taskzilla_sleep.errors import Busy, StoreError, TaskzillaError
-from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim
+from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim, LeaseState
 
 log = structlog.get_logger(__name__)
 
-LEASE_NAME = "consolidation"  # the one lease every night, watchdog distill and run-once holds
+LEASE_NAME = "consolidation"  # whole-memory work: run-once, import, forget; excludes every team lease
+TEAM_LEASE_PREFIX = f"{LEASE_NAME}:"
+
+
+def team_lease_name(team: str) -> str:
+    """The lease a replica holds while it works on ``team`` (a step of its night, a watchdog distill)."""
+    return f"{TEAM_LEASE_PREFIX}{team}"
 
 
 def holder_id(role: str = "worker") -> str:
@@ -87,18 +97,18 @@ class Lease:
             log.warning("lease_taken_from_dead_holder", lease=self.name, dead=dead, holder=self.me)
         return taken
 
+    @property
+    def team(self) -> str | None:
+        """The team a team lease is for; None for the whole-memory lease (or any other name)."""
+        return self.name[len(TEAM_LEASE_PREFIX) :] if self.name.startswith(TEAM_LEASE_PREFIX) else None
+
     def _dead_holder(self) -> str | None:
         """The holder, if it was a process of this machine's pid namespace that is gone."""
         try:
             state = self._graph.lease_state(self.name)
         except StoreError:
             return None
-        if state is None or self._pid_ns is None:
-            return None
-        if state.holder in (None, self.me) or state.host != self._host or state.pid_ns != self._pid_ns:
-            return None
-        pid = state.pid
-        return state.holder if pid is not None and pid != os.getpid() and not pid_alive(pid) else None
+        return _dead_local_holder(state, self.me, self._host, self._pid_ns)
 
     def acquire(
         self,
@@ -146,7 +156,7 @@ class Lease:
         Holding the lease is what makes this safe: every run is done under it, so none of those
         runs belongs to a live process.
         """
-        marked = self._graph.abandon_dead_runs(self.me)
+        marked = self._graph.abandon_dead_runs(self.me, team=self.team)
         if marked:
             log.warning("runs_abandoned", runs=marked, by=self.me)
         return marked
@@ -180,13 +190,77 @@ class Lease:
         self._renewer.start()
 
 
+def _dead_local_holder(state: LeaseState | None, me: str, host: str, pid_ns: str | None) -> str | None:
+    if state is None or pid_ns is None:
+        return None
+    if state.holder in (None, me) or state.host != host or state.pid_ns != pid_ns:
+        return None
+    pid = state.pid
+    return state.holder if pid is not None and pid != os.getpid() and not pid_alive(pid) else None
+
+
+def live_holder(graph: GraphStore, name: str) -> str | None:
+    """Who holds lease ``name`` now: None when it is free, expired, or held by a dead local process."""
+    state = graph.lease_state(name)
+    if state is None or state.holder is None or state.expires_at_ms <= time.time() * 1000:
+        return None
+    if _dead_local_holder(state, "", socket.gethostname(), _pid_namespace()) is not None:
+        return None
+    return state.holder
+
+
+def team_holders(graph: GraphStore) -> dict[str, str]:
+    """Team -> holder, for the teams whose lease someone holds now (a replica working on them)."""
+    held = {t: live_holder(graph, team_lease_name(t)) for t in graph.teams()}
+    return {t: h for t, h in held.items() if h is not None}
+
+
+def busy_teams(graph: GraphStore) -> list[str]:
+    """The teams whose lease someone holds now (a replica working on them)."""
+    return list(team_holders(graph))
+
+
+def refuse_if_teams_busy(lease: Lease) -> None:
+    """For a caller that chose not to wait (``--no-wait``), right after taking the consolidation lease:
+    when team jobs are running, release it and raise LeaseBusy naming a team and its holder."""
+    busy = team_holders(lease._graph)
+    if not busy:
+        return
+    lease.release()
+    team, holder = next(iter(sorted(busy.items())))
+    more = f" and {len(busy) - 1} more team(s)" if len(busy) > 1 else ""
+    raise LeaseBusy(
+        f"team jobs are running: team {team} is held by {holder}{more}; "
+        "run again later, or without --no-wait to wait for them"
+    )
+
+
+def wait_teams_idle(graph: GraphStore, wait_s: float | None, poll_s: float = 0.25) -> list[str]:
+    """As the holder of the consolidation lease: wait until no team lease is held (team jobs back off
+    while we hold it, so only those already running finish). Returns the teams still busy after
+    ``wait_s`` (None: wait as long as it takes), else []."""
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    told = False
+    while busy := busy_teams(graph):
+        if deadline is not None and time.monotonic() >= deadline:
+            return busy
+        if not told:
+            told = True
+            log.info("lease_waiting_for_teams", teams=busy[:10], n=len(busy))
+        time.sleep(poll_s)
+    return []
+
+
 @contextlib.contextmanager
 def holding(lease: Lease) -> Iterator[None]:
     """The holder's side, once the lease is taken: runs a dead process left unfinished are marked
     abandoned (safe only for the holder), the lease is renewed while the body runs and released after
-    it, also on an error, Ctrl-C or SIGTERM."""
+    it, also on an error, Ctrl-C or SIGTERM. The whole-memory lease first waits for the team jobs
+    already running to finish (see the module doc)."""
     lease.keep_alive()
     try:
+        if lease.name == LEASE_NAME:
+            wait_teams_idle(lease._graph, None)
         lease.abandon_dead_runs()
         yield
     finally:
@@ -210,5 +284,14 @@ def exclusive(graph: GraphStore, ttl_s: float, role: str, wait_s: float, poll_s:
                 retry_after_s=left_s,
             )
         time.sleep(poll_s)
+    busy = wait_teams_idle(graph, max(0.0, deadline - time.monotonic()), poll_s)
+    if busy:
+        lease.release()
+        left_s = max(1, math.ceil(ttl_s / 3))
+        raise Busy(
+            f"the memory is being consolidated (a night is working on team {busy[0]}"
+            f"{f' and {len(busy) - 1} more' if len(busy) > 1 else ''}); retry in {left_s} s",
+            retry_after_s=left_s,
+        )
     with holding(lease):
         yield

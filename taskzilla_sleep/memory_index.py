@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -193,16 +194,18 @@ def write_memory(
 
 
 def _atomic_write(path: Path, text: str) -> Path:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    # A name of its own: two team jobs (threads or replicas sharing a data dir) never share a temp file.
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
 
 
-def rebuild_memory(graph: GraphStore, settings: Settings) -> int:
-    """Rewrite every team's index and topic files; returns how many index entries there are in all."""
+def rebuild_memory(graph: GraphStore, settings: Settings, teams: Sequence[str] | None = None) -> int:
+    """Rewrite every team's (or these teams') index and topic files; returns how many index entries
+    they have in all."""
     total = 0
-    for team in graph.teams():
+    for team in graph.teams() if teams is None else teams:
         patterns = graph.patterns(team)
         changes = changes_of(graph.contradictions(team, "open"), patterns)
         write_memory(settings.memory_dir, team, patterns, settings.memory_index, changes)

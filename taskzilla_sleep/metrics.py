@@ -2,8 +2,9 @@
 
 A custom collector on a dedicated ``CollectorRegistry`` (never the process-global one, so tests and
 several workers in one process do not collide). It reads nothing until scraped, and then only
-``runs(window)`` and one store-size call: a scrape stays cheap however large the stores are.
-The worker decides what to expose by the callables it passes in.
+``night_runs(window)`` (the runs of the last ``window`` nights, a scheduled night's team jobs merged
+into one) and one store-size call: a scrape stays cheap however large the stores are. The worker
+decides what to expose by the callables it passes in.
 
 Health verdicts are exported as ``taskzilla_sleep_health{signal}``: 0 ok, 1 watch, 2 bad, -1 unknown.
 The pinned-facts signal is not among them: it reads every pattern, which a scrape must not do; the
@@ -23,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from taskzilla_sleep.models import Run
-from taskzilla_sleep.report.nights import Night, night_of, percentile
+from taskzilla_sleep.report.nights import Night, ledger_nights, percentile
 from taskzilla_sleep.report.signals import (
     HEALTH_RANK,
     contradictions_signal,
@@ -77,7 +78,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 class LedgerSource(Protocol):
     """What build_registry needs from the graph store (GraphStore has both)."""
 
-    def runs(self, n: int) -> list[Run]: ...
+    def night_runs(self, n: int) -> list[Run]: ...
 
     def counts(self) -> GraphCounts: ...
 
@@ -85,7 +86,8 @@ class LedgerSource(Protocol):
 class SleepCollector:
     """Reads the ledger and the store sizes on each scrape and yields gauges.
 
-    ``runs(n)``: the ledger, newest first (``graph.runs``). ``sizes()``: current store sizes by kind.
+    ``runs(n)``: the runs of the newest ``n`` nights (``graph.night_runs``); a scheduled night's team
+    jobs are merged into one night (``report.nights.ledger_nights``). ``sizes()``: current store sizes by kind.
     ``outbox_pending()`` / ``outbox_failed()`` / ``memory_index_size()``: optional; None (or returning None) leaves the
     gauge out rather than reporting a made-up 0. ``index_cap`` and ``grace_days``: the worker's
     ``memory_index.max_entries`` and ``decay.grace_hours`` / 24, which the health rules judge against.
@@ -124,11 +126,10 @@ class SleepCollector:
     def collect(self) -> Iterable[Metric]:
         t0 = time.perf_counter()
         fam = {name: _family(name) for name in FAMILIES}
-        nights = self._read("ledger", fam, lambda: [night_of(r) for r in self._runs(self._window) if not r.dry_run])
+        nights = self._read("ledger", fam, lambda: ledger_nights(self._runs(self._window), self._window))
         sizes = self._read("store_sizes", fam, lambda: dict(self._sizes()))
         entries = self._read("memory_index", fam, self._index) if self._index is not None else None
         if nights is not None:
-            nights.sort(key=lambda x: (x.started_at, x.run_id))
             self._remember(nights)
             _add_window(fam, nights, sizes, entries, self._index_cap, self._grace_days)
         if sizes is not None:
@@ -187,7 +188,7 @@ def _add_window(
     index_cap: int,
     grace_days: float,
 ) -> None:
-    """Figures over the runs read on this scrape: pattern lag quantiles and the health verdicts."""
+    """Figures over the nights read on this scrape: pattern lag quantiles and the health verdicts."""
     lags = [lag for x in nights for lag in x.lags_s]
     for q in (50, 95):
         v = percentile(lags, q)
@@ -241,7 +242,7 @@ def build_registry(
     index_cap: int,
     grace_days: float,
 ) -> CollectorRegistry:
-    """A fresh registry with one ledger_collector over ``graph`` (one runs(window) + one counts() a scrape)."""
+    """A fresh registry with one ledger_collector over ``graph`` (one night_runs(window) + one counts() a scrape)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         ledger_collector(
@@ -273,7 +274,7 @@ def ledger_collector(
     the worker's settings (see SleepCollector).
     """
     return SleepCollector(
-        graph.runs,
+        graph.night_runs,
         lambda: graph.counts().sizes(),
         outbox_pending=outbox_pending,
         outbox_failed=outbox_failed,

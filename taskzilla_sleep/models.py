@@ -432,6 +432,7 @@ class Run(BaseModel):
     dry_run: bool = False
     steps: list[StepResult] = Field(default_factory=list)
     slot: str | None = None  # the scheduled night this run is (e.g. "2026-11-28"), for exactly-once
+    team: str | None = None  # the one team this run worked on (a worker's team job); None: several or all
     # Store sizes (episodes, patterns, vectors, nodes, edges) around the run.
     sizes_before: dict[str, int] = Field(default_factory=dict)
     sizes_after: dict[str, int] = Field(default_factory=dict)

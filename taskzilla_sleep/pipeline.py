@@ -69,11 +69,14 @@ class NightRequest:
 
 @dataclass(frozen=True)
 class NightHooks:
-    """How the worker steers a night: each step decides at ``clock()`` when it starts,
-    ``before_step`` waits for its slot (False abandons the rest), ``should_stop`` asks to stop
-    between batches (shutdown)."""
+    """How the worker steers a night: each step decides at ``clock()`` when it starts (or as of
+    ``now_of(step)``), ``before_step`` waits for its slot (False abandons the rest), ``should_stop``
+    asks to stop between batches (shutdown)."""
 
     clock: Callable[[], datetime] | None = None
+    # The time a step decides as of, when not the clock at its start: a scheduled night's step slot,
+    # so the outcome does not depend on which replica ran it, nor when (a team handed over mid-night).
+    now_of: Callable[[StepName], datetime] | None = None
     before_step: Callable[[StepName], bool] | None = None
     should_stop: Callable[[], bool] | None = None
     # Held around the drift repair: the worker's ingest gate, so an ingest in flight is not drift.
@@ -150,6 +153,8 @@ class _Night:
             dry_run=request.dry_run,
             steps=[StepResult(step=s) for s in chosen],
             slot=request.slot,
+            # A worker's team job works on one team: the ledger says which (replicas share a night by team).
+            team=request.teams[0] if request.teams is not None and len(request.teams) == 1 else None,
         )
         self.result = NightResult(run=run)
         self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
@@ -191,10 +196,14 @@ class _Night:
                 if step.prompt is not None and self.gate.past_deadline():
                     # A judging step is not started past the window: what it would judge stays pending
                     # (distill's new episodes unmarked, reflect's watermark unmoved); decay still runs.
-                    res.status, res.deferred = "deferred", ["every team (window)"]
+                    who = "every team" if request.teams is None else ", ".join(teams)  # a team job: its team
+                    res.status, res.deferred = "deferred", [f"{who} (window)"]
                     log.info("step_left", step=res.step, reason="window")
                     continue
-                now = self.hooks.clock() if self.hooks.clock is not None else request.now
+                if self.hooks.now_of is not None:
+                    now = self.hooks.now_of(res.step)
+                else:
+                    now = self.hooks.clock() if self.hooks.clock is not None else request.now
                 failed = not self._step(step, res, teams, now)
             run.finished_at = self.stamp()
             run.pattern_lags_s = [x for plans in self.result.plans.values() for p in plans for x in p.pattern_lags()]
@@ -213,16 +222,21 @@ class _Night:
 
     def _prepare(self) -> None:
         """Before a real night: repair drift, record the run, finish what a crashed run left half-applied."""
+        # Only this night's teams: another replica may be half-way through a step of any other team.
+        mine = self.request.teams
         with self.hooks.quiet():
-            drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now)
+            drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now, teams=mine)
         self.result.repaired_drift = drift.repaired
         if self.hooks.instruments is not None:
             self.hooks.instruments.drift_items.inc(drift.drift)
         self.result.quarantined = drift.quarantined
-        self.result.run.sizes_before = store_sizes(self.graph, self.services.vectors)
-        self.graph.save_run(self.result.run)
+        run = self.result.run
+        if run.slot is not None and run.team is not None:  # a team job: its night's earlier jobs spent too
+            self.gate.seed(self.graph.slot_runs(run.slot), run.team)
+        run.sizes_before = store_sizes(self.graph, self.services.vectors)
+        self.graph.save_run(run)
         # Before anything plans: finish what a crashed run left half-applied, from its journal.
-        for team in self.graph.teams():
+        for team in mine if mine is not None else self.graph.teams():
             for step in ORDER:
                 if step.resume is not None and step.resume(self.context(team, self.request.now)) is not None:
                     self.result.resumed.append(f"{step.name}:{team}")
@@ -310,7 +324,7 @@ class _Night:
         run, s = self.result.run, self.services
         if self.result.ok:
             # What the bot loads into its prompts: rebuilt after every successful run.
-            run.memory_index_entries = rebuild_memory(s.graph, s.settings)
+            run.memory_index_entries = rebuild_memory(s.graph, s.settings, self.request.teams)
         try:
             run.sizes_after = store_sizes(s.graph, s.vectors)
         except StoreError as exc:

@@ -9,7 +9,7 @@ interrupted collection rebuild left behind (stores/chroma_generations.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -65,13 +65,15 @@ def reconcile(
     repair: bool = True,
     now: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
+    teams: Sequence[str] | None = None,
 ) -> ReconcileReport:
-    """``progress(done, total)``: team collections checked (and repaired) so far, of all of them."""
+    """``progress(done, total)``: team collections checked (and repaired) so far, of all of them.
+    ``teams``: only these (a worker's team job; another replica may be mid-step on any other team)."""
     report = ReconcileReport(repair=repair)
     if repair:
         report.stale_stages = graph.drop_stale_stages()
     report.rebuild_leftovers = vectors.drop_leftovers(REBUILD_GRACE_S, dry_run=not repair)
-    teams = sorted(set(graph.teams()) | set(vectors.teams()))
+    teams = sorted(set(graph.teams()) | set(vectors.teams())) if teams is None else sorted(teams)
     total = len(teams) * len(KINDS)
     if progress is not None:
         progress(0, total)

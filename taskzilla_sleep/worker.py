@@ -1,9 +1,12 @@
 """The long-running worker: the nightly chain at its slots, the watchdog, alerts, and the HTTP API
 (with the MCP server at ``/mcp``).
 
-One loop in the main thread decides what to do; the API is served by uvicorn in a thread. Every
-piece of consolidation work (a night, a watchdog distill) runs under the one lease in the graph
-store, so replicas never overlap and each night runs once (the ledger records its slot).
+One loop in the main thread decides what to do; the API is served by uvicorn in a thread. A night
+is a set of team jobs (``nights.py``): each replica claims a team under the team's lease in the graph
+store, runs the team's steps that are due (each at or after its slot, in cycle order), records them in
+the ledger (one run per job, with its slot and team) and releases the team, so replicas share a night
+and each team's step runs once. Up to ``worker.team_concurrency`` jobs run at once in one process
+(sharing one LLM client and its concurrency bound). A watchdog distill holds the same team lease.
 
 Shutdown: the first SIGTERM/SIGINT stops new work; the step in flight finishes its current batch
 (or is abandoned between batches), the ledger is recorded, the lease released, child processes
@@ -18,7 +21,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import FrameType
@@ -30,8 +33,9 @@ from taskzilla_sleep import presence
 from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding
-from taskzilla_sleep.models import RunTrigger, StepName, iso_time
+from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
+from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
+from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.service import IngestGate, MemoryService
@@ -69,6 +73,7 @@ class Worker:
         self._server: Any = None
         self._api_thread: threading.Thread | None = None
         self._missed_logged: set[str] = set()
+        self._complete: set[str] = set()  # nights every team finished (no need to read the ledger again)
         self._env = dict(os.environ if env is None else env)
         self.ingestor = services.ingestor(clock=self.clock.now)
         self.gate = IngestGate()
@@ -152,14 +157,16 @@ class Worker:
         now = self.clock.now()
         night = self.schedule.last_night(now)
         key = self.schedule.key(night)
-        if not self.services.graph.slot_done(key):
+        if key not in self._complete:
             late = now - night
             catch_up = first and self.settings.worker.catch_up
             if catch_up or late <= self.schedule.misfire_grace:
                 self._night(night, key, "catch-up" if night < self._started_at else "schedule")
             elif key not in self._missed_logged:
                 self._missed_logged.add(key)
-                log.warning("night_missed", slot=key, late_s=round(late.total_seconds()))
+                _, complete = self._jobs(night, key)
+                if not complete:
+                    log.warning("night_missed", slot=key, late_s=round(late.total_seconds()))
         if not self._stop.is_set() and self.settings.watchdog.enabled:
             self._watchdog()
         if not self._stop.is_set():
@@ -170,28 +177,84 @@ class Worker:
             return
         now = self.clock.now()
         wake_at = min(self.schedule.next_night(now), now + timedelta(seconds=self.settings.worker.poll_s))
+        night = self.schedule.last_night(now)
+        step_at = next_slot(lambda step: self.schedule.step_slot(night, step), now)
+        if step_at is not None and self.schedule.key(night) not in self._complete:
+            wake_at = min(wake_at, step_at)  # a team's next step is due at its slot, not a poll later
         self._wake.clear()
         self.clock.sleep((wake_at - now).total_seconds(), self._wake)
 
     def _quiet(self) -> AbstractContextManager[None]:
         return self.gate.quiet(INGEST_WAIT_S)
 
-    def _with_lease(self, what: str, work: Callable[[], None]) -> bool:
-        if not self.lease.try_acquire():
-            holder, _ = self.lease.holder()
-            log.info("lease_busy", work=what, holder=holder)
-            return False
-        with holding(self.lease):
-            work()
-        return True
+    def _claim(self, team: str, what: str) -> Lease | None:
+        """Team ``team``'s lease, taken; None when another replica works on the team or whole-memory work
+        (run-once, an import, a forget) holds the consolidation lease (it waits for team jobs to end)."""
+        lease = Lease(self.services.graph, team_lease_name(team), self.settings.worker.lease_ttl_s, holder_id("worker"))
+        if not lease.try_acquire():
+            holder, _ = lease.holder()
+            log.info("lease_busy", work=what, team=team, holder=holder)
+            return None
+        whole = live_holder(self.services.graph, LEASE_NAME)
+        if whole is not None:
+            lease.release()
+            log.info("lease_busy", work=what, team=team, holder=whole, lease=LEASE_NAME)
+            return None
+        return lease
+
+    def _jobs(self, night: datetime, key: str) -> tuple[list[Any], bool]:
+        graph = self.services.graph
+        jobs, complete = due_jobs(
+            graph.teams(), graph.slot_runs(key), lambda step: self.schedule.step_slot(night, step), self.clock.now()
+        )
+        if complete:
+            self._complete.add(key)
+        return jobs, complete
 
     def _night(self, night: datetime, key: str, trigger: RunTrigger) -> None:
-        def work() -> None:
-            if self.services.graph.slot_done(key):  # another replica finished it while we waited
+        """Every team job of the night that is due now, up to ``worker.team_concurrency`` at once."""
+        jobs, complete = self._jobs(night, key)
+        if complete:
+            self._night_summary(key)
+            return
+        if not jobs:
+            return
+
+        def one(team: str) -> None:
+            if not self._stop.is_set():
+                self._team_night(night, key, trigger, team)
+
+        width = max(1, min(self.settings.worker.team_concurrency, len(jobs)))
+        if width == 1:
+            for job in jobs:
+                one(job.team)
+        else:
+            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="team") as pool:
+                list(pool.map(one, [job.team for job in jobs]))  # list(): a job's error is raised here
+        if not self._stop.is_set() and self._jobs(night, key)[1]:
+            self._night_summary(key)
+
+    def _team_night(self, night: datetime, key: str, trigger: RunTrigger, team: str) -> None:
+        lease = self._claim(team, f"night {key}")
+        if lease is None:
+            return
+        with holding(lease):
+            # Read again under the lease: another replica may have run these steps meanwhile.
+            now = self.clock.now()
+            left = steps_left(done_steps(self.services.graph.slot_runs(key, team)), team)
+            steps: list[StepName] = []
+            for step in left:
+                if self.schedule.step_slot(night, step) > now:
+                    break
+                steps.append(step)
+            if not steps:
                 return
-            request = NightRequest(now=self.clock.now(), trigger=trigger, slot=key)
+            # Each step decides as of its slot, not the clock: the outcome does not depend on which
+            # replica ran which team when, nor on a crash that handed a team over half-way.
+            request = NightRequest(now=night, steps=steps, trigger=trigger, teams=[team], slot=key)
             hooks = NightHooks(
                 clock=self.clock.now,
+                now_of=lambda step: self.schedule.step_slot(night, step),
                 before_step=lambda step: self._wait_for_slot(night, step),
                 should_stop=self._stop.is_set,
                 quiet=self._quiet,
@@ -199,9 +262,7 @@ class Worker:
                 # issue 15 part 2: the window's hard stop (a catch-up, run after the window by nature, has none)
                 deadline=self.schedule.deadline(night) if trigger == "schedule" else None,
             )
-            self._after_night(run_night(self.services, request, hooks))
-
-        self._with_lease(f"night {key}", work)
+            run_night(self.services, request, hooks)
 
     def _wait_for_slot(self, night: datetime, step: StepName) -> bool:
         """A step never starts before its slot (nor before its predecessor: the chain is sequential)."""
@@ -214,22 +275,25 @@ class Worker:
             self.clock.sleep(min(left, 5.0), self._stop)
         return False
 
-    def _after_night(self, result: NightResult) -> None:
-        if not result.ok:
+    def _night_summary(self, key: str) -> None:
+        """Once every team finished the night: one chat summary of it, from the ledger (the outbox
+        keeps one per key, so the replicas that all see the night complete queue it once)."""
+        if self._outbox is None or not self.settings.alerts.nightly_summary:
             return
-        if self._outbox is not None and self.settings.alerts.nightly_summary and result.run.slot:
-            from taskzilla_sleep.report.night import night_changed, render_night
+        from taskzilla_sleep.report.night import OBSERVED, created_in, render_night
 
-            if not night_changed(result):
-                log.info("nightly_summary_skipped", slot=result.run.slot, reason="nothing changed")
-                return
-            text = render_night(result, self.services.graph)
-            self._outbox.enqueue_summary(
-                f"summary_{result.run.slot}", text, self.settings.alerts.channels, self.clock.now()
-            )
+        runs = self.services.graph.slot_runs(key)
+        result = NightResult(run=merge_runs(runs, key))
+        if not any(v and k not in OBSERVED for x in result.run.steps for k, v in x.counts.items()):
+            log.info("nightly_summary_skipped", slot=key, reason="nothing changed")
+            return
+        text = render_night(result, self.services.graph, learnt=created_in(self.services.graph, runs))
+        self._outbox.enqueue_summary(f"summary_{key}", text, self.settings.alerts.channels, self.clock.now())
 
     def _watchdog(self) -> None:
         for team in self.services.graph.teams():
+            if self._stop.is_set():
+                return
             now = self.clock.now()
             due, n = watchdog_due(self.services.graph, team, now, self.settings.watchdog)
             if not due:
@@ -256,7 +320,10 @@ class Worker:
                 result = run_night(self.services, request, hooks)
                 log.info("watchdog_finished", team=team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
 
-            self._with_lease(f"watchdog {team}", work)
+            lease = self._claim(team, f"watchdog {team}")  # the team's lease: never during its night
+            if lease is not None:
+                with holding(lease):
+                    work()
 
     def _alerts(self) -> None:
         """Queue an alert for every open contradiction (idempotent, so a crash loses none), deliver what is due."""
@@ -364,7 +431,8 @@ class Worker:
                     "trigger": r.trigger,
                     "slot": r.slot,
                     "now": iso_time(r.now),
-                    "ok": all(x.status == "ok" for x in r.steps),
+                    "team": r.team,
+                    "ok": all(x.status in STEP_DONE for x in r.steps),
                     "steps": {
                         x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
                         for x in r.steps
@@ -372,7 +440,15 @@ class Worker:
                 }
                 for r in runs
             ],
+            "last_nights": [_night_status(n, runs_of) for n, runs_of in self._last_nights(3)],
         }
+
+    def _last_nights(self, n: int) -> list[tuple[Run, list[Run]]]:
+        """The newest ``n`` nights, newest first: each merged (``group_nights``) with its runs."""
+        runs = self.services.graph.night_runs(n)
+        return [
+            (night, [r for r in runs if night_key(r) == night_key(night)]) for night in reversed(group_nights(runs))
+        ]
 
     def metrics(self) -> tuple[bytes, str]:
         from taskzilla_sleep.metrics import render
@@ -408,3 +484,22 @@ class Worker:
             for p in self.settings.memory_dir.glob("*/MEMORY.md")
         ]
         return sum(sizes) if sizes else None
+
+
+def _night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
+    """A night for the status: its merged steps, and each team job's run (what ran where, when)."""
+
+    def steps(r: Run) -> dict[str, Any]:
+        return {
+            x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
+            for x in r.steps
+        }
+
+    return {
+        "slot": night.slot,
+        "trigger": night.trigger,
+        "finished": night.finished_at is not None,
+        "ok": night.finished_at is not None and all(x.status in STEP_DONE for x in night.steps),
+        "steps": steps(night),
+        "jobs": [{"id": r.id, "team": r.team, "steps": steps(r)} for r in runs],
+    }

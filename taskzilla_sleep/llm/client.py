@@ -131,6 +131,7 @@ class LiteLLMProvider:
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._max_concurrency = max_concurrency
+        self._slots = threading.BoundedSemaphore(max_concurrency)  # shared by every caller's requests
         self._temperature = temperature
         self._json_schema = json_schema
         self._batch_groups = batch_groups
@@ -327,6 +328,16 @@ class LiteLLMProvider:
 
     # -- many requests ------------------------------------------------------------------------
 
+    def _shared(self, one: Callable[[ReqT, threading.Event], ResT]) -> Callable[[ReqT, threading.Event], ResT]:
+        """``one`` holding a slot of the client's ``max_concurrency``: the worker's concurrent team jobs
+        share the bound (one client per process), they do not multiply it."""
+
+        def limited(item: ReqT, abort: threading.Event) -> ResT:
+            with self._slots:
+                return one(item, abort)
+
+        return limited
+
     def _run_all(self, items: Sequence[ReqT], one: Callable[[ReqT, threading.Event], ResT]) -> list[ResT]:
         """``one`` over every item, at most ``max_concurrency`` at a time; results in item order.
 
@@ -335,6 +346,7 @@ class LiteLLMProvider:
         """
         abort = threading.Event()
         workers = min(self._max_concurrency, len(items))
+        one = self._shared(one)
         if workers <= 1:
             return [one(item, abort) for item in items]
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:

@@ -1,6 +1,6 @@
 """The report's data: the run ledger flattened into nights, and a report over a window of them.
 
-Everything here reads the ledger the pipeline writes (``graph.runs(n)``) plus a few current facts
+Everything here reads the ledger the pipeline writes (``graph.night_runs(n)``: whole nights) plus a few current facts
 (pinned facts, open contradictions); nothing is written to the stores and nothing is rendered, so
 the metrics scrape can build nights without loading the text or HTML views.
 
@@ -23,7 +23,7 @@ from taskzilla_sleep.models import (
     Run,
     Time,
 )
-from taskzilla_sleep.report.nights import Night, night_of, percentile
+from taskzilla_sleep.report.nights import Night, ledger_nights, percentile
 from taskzilla_sleep.report.signals import (
     HEALTH_RANK,
     Health,
@@ -40,7 +40,7 @@ from taskzilla_sleep.report.signals import (
 class LedgerReader(Protocol):
     """What the report reads; CypherGraphStore (Neo4j and FalkorDB) has all of it."""
 
-    def runs(self, n: int) -> list[Run]: ...
+    def night_runs(self, n: int) -> list[Run]: ...
 
     def teams(self) -> list[str]: ...
 
@@ -101,7 +101,9 @@ def build_report(
     tz: str = "UTC",
     now: Time | None = None,
 ) -> Report:
-    """The last ``n`` runs of the ledger (dry runs skipped), oldest first, with the health verdicts.
+    """The last ``n`` nights of the ledger (a scheduled night's team jobs merged into one; a run with
+    no slot, such as a run-once or a watchdog distill, is one; dry runs skipped), oldest first, with the
+    health verdicts.
 
     ``memory_index_sizes``: entries in the memory index per night, oldest first, when the caller
     keeps them; without them (and without sizes in the ledger) the index signal is "unknown".
@@ -114,17 +116,17 @@ def build_report(
         ZoneInfo(tz)  # fail early on a bad zone name, not halfway through rendering
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise UsageError(f"unknown IANA time zone {tz!r}") from exc
-    runs = sorted(last_real_runs(graph, n), key=lambda r: (r.started_at, r.id))
-    nights = [night_of(r) for r in runs]
+    nights = ledger_nights(graph.night_runs(n), n)
     patterns = [p for t in graph.teams() for p in graph.patterns(t)]
     pinned = [p for p in patterns if p.pinned]
     open_cons = graph.contradictions(status="open")
     as_of = nights[-1].now if nights else (now or datetime.now(UTC))
-    recorded = [r.memory_index_entries for r in runs]
+    # A watchdog distill rebuilds one team's index: its size is no night's whole index.
+    recorded = [x.memory_index_entries for x in nights if x.trigger != "watchdog"]
     if memory_index_sizes is not None:
         sizes: list[int] | None = list(memory_index_sizes)
     elif recorded and all(x is not None for x in recorded):
-        sizes = [int(x) for x in recorded if x is not None]  # the ledger records it per night
+        sizes = [int(x) for x in recorded if x is not None]  # the ledger records it per team job: summed a night
     else:
         sizes = None
     lags = [lag for x in nights for lag in x.lags_s]
@@ -148,18 +150,6 @@ def build_report(
         lag_p50_s=percentile(lags, 50),
         lag_p95_s=percentile(lags, 95),
     )
-
-
-def last_real_runs(graph: LedgerReader, n: int) -> list[Run]:
-    """The newest ``n`` runs that are not dry runs (the pipeline does not record dry runs; this is a guard)."""
-    fetch = n
-    for _ in range(3):  # each dry run found widens the next read by one; three reads is plenty
-        got = graph.runs(fetch)
-        real = [r for r in got if not r.dry_run]
-        if len(real) >= n or len(got) < fetch:
-            break
-        fetch += len(got) - len(real)
-    return real[:n]
 
 
 def _f(v: int | None) -> float | None:

@@ -6,9 +6,11 @@ distilled, the episodes they absorbed, the contradictions it flagged and how to 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from taskzilla_sleep.budget import Estimate
 from taskzilla_sleep.contradictions import resolve_command
-from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern
+from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, Run
 from taskzilla_sleep.pipeline import NightResult
 from taskzilla_sleep.steps.decay import DecayPlan
 from taskzilla_sleep.steps.distill import DistillPlan
@@ -58,7 +60,20 @@ def plan_totals(result: NightResult) -> str:
     return "totals, would change: " + "; ".join(parts)
 
 
-def render_night(result: NightResult, graph: GraphStore) -> str:
+def created_in(graph: GraphStore, runs: Sequence[Run]) -> list[Pattern]:
+    """The patterns a scheduled night's team jobs (``runs``, of one slot) created: their teams' patterns
+    created from the night's clock to its last job's end (a team job's distill stamps them with its slot)."""
+    real = [r for r in runs if not r.dry_run and r.team is not None]
+    ends = [r.finished_at for r in real if r.finished_at is not None]
+    if not real or not ends:
+        return []
+    start, end = min(r.now for r in real), max(ends)
+    teams = sorted({r.team for r in real if r.team is not None})
+    return [p for t in teams for p in graph.patterns(t) if start <= p.created_at <= end]
+
+
+def render_night(result: NightResult, graph: GraphStore, learnt: Sequence[Pattern] | None = None) -> str:
+    """``learnt``: a night merged from the ledger has no plans; the patterns it created (``created_in``)."""
     run = result.run
     out = [f"night {run.id} at {run.now.isoformat()} ({run.trigger})"]
     if result.repaired_drift:
@@ -76,7 +91,7 @@ def render_night(result: NightResult, graph: GraphStore) -> str:
         out.append(f"  {s.step:8} {s.status:7} {dur:6.2f}s  {counts}{llm}{err}")
 
     changes = [c for p in result.plans_of(DistillPlan) for c in p.changes]
-    distilled = [c.pattern for c in changes if c.action in ("add", "bump")]
+    distilled = [c.pattern for c in changes if c.action in ("add", "bump")] or list(learnt or [])
     if distilled:
         # Shown as they stand after the whole night (reflect may have contested some since distill).
         now_ = {p.id: p for p in graph.patterns_by_id([p.id for p in distilled])}

@@ -1,7 +1,9 @@
-"""One run of the ledger as ops compare it night to night: the figures of each step and of the run.
+"""One night of the ledger as ops compare it night to night: the figures of each step and of the night.
 
-Plain data built from a ``Run``, nothing read from a store and nothing rendered: the health rules
-(``signals``), the report (``model``) and the metrics scrape all start from these.
+Plain data built from the ledger's runs, nothing read from a store and nothing rendered: the health
+rules (``signals``), the report (``model``) and the metrics scrape all start from these. A scheduled
+night is many runs (one per team job, all with the night's slot): ``ledger_nights`` merges them into
+one (``taskzilla_sleep.nights.group_nights``); a run with no slot (run-once, watchdog) is a night alone.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, StepResult, StepStatusName, Time
+from taskzilla_sleep.nights import group_nights
 
 NightStatus = Literal["ok", "failed", "incomplete"]
 
@@ -44,7 +47,8 @@ class StepFigures(BaseModel):
 
 
 class Night(BaseModel):
-    """One run of the ledger, flattened into what ops compare night to night."""
+    """One night of the ledger (its team jobs' runs merged, or one run), flattened into what ops
+    compare night to night. ``run_id``: the run's id, or ``night_<slot>`` for merged team jobs."""
 
     run_id: str
     trigger: RunTrigger
@@ -71,6 +75,7 @@ class Night(BaseModel):
     lags_s: list[float] = Field(default_factory=list)  # availability lag of each pattern this run created
     lag_p50_s: float | None = None
     lag_p95_s: float | None = None
+    memory_index_entries: int | None = None  # the index after the night, summed over its teams
 
     def step(self, name: StepName) -> StepFigures | None:
         return next((s for s in self.steps if s.step == name), None)
@@ -93,6 +98,12 @@ class Night(BaseModel):
         if key == "vectors_episodes" and key not in self.sizes_after:
             key = "episodes_live"
         return self.sizes_after.get(key)
+
+
+def ledger_nights(runs: Sequence[Run], n: int | None = None) -> list[Night]:
+    """The ledger's runs (``graph.night_runs``) as nights, oldest first; with ``n``, the newest ``n``."""
+    nights = [night_of(r) for r in group_nights(runs)]
+    return nights if n is None else nights[-n:] if n > 0 else []
 
 
 def night_of(run: Run) -> Night:
@@ -123,6 +134,7 @@ def night_of(run: Run) -> Night:
         lags_s=list(run.pattern_lags_s),
         lag_p50_s=percentile(run.pattern_lags_s, 50),
         lag_p95_s=percentile(run.pattern_lags_s, 95),
+        memory_index_entries=run.memory_index_entries,
         **counts,
     )
 

@@ -327,6 +327,7 @@ class AlertSettings(_Section):
 
 class WorkerSettings(_Section):
     lease_ttl_s: float = Field(default=120.0, ge=5)  # a dead holder's lease expires after this
+    team_concurrency: int = Field(default=1, ge=1, le=64)  # team jobs at once in one process
     poll_s: float = Field(default=30.0, gt=0)  # watchdog and outbox polling interval
     shutdown_grace_s: float = Field(default=30.0, ge=0)  # SIGTERM: time to finish the batch in flight
     catch_up: bool = True  # a missed night runs once at start

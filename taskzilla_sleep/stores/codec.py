@@ -227,6 +227,7 @@ def run_props(run: Run) -> Row:
         "now": to_ms(run.now),
         "dry_run": run.dry_run,
         "slot": run.slot,
+        "team": run.team,
         "ok": all(s.status in STEP_DONE for s in run.steps) and run.finished_at is not None,
         "steps_json": json.dumps([s.model_dump(mode="json") for s in run.steps]),
         "extra_json": json.dumps(
@@ -251,6 +252,7 @@ def run_from_props(d: Row) -> Run:
             "dry_run": bool(d.get("dry_run", False)),
             "steps": json.loads(d.get("steps_json") or "[]"),
             "slot": d.get("slot"),
+            "team": d.get("team"),
             **json.loads(d.get("extra_json") or "{}"),
         }
     )

@@ -232,13 +232,26 @@ class RunLedger(Protocol):
         """The newest ``n`` runs, newest first."""
         ...
 
+    def night_runs(self, n: int) -> list[Run]:
+        """Every run of the newest ``n`` nights, newest first (dry runs left out): a night is every run
+        of one slot (its team jobs), or one run with no slot (a run-once, a watchdog distill); nights
+        are ordered by their first run's start. What the report and the metrics read."""
+        ...
+
     def slot_done(self, slot: str) -> bool:
         """Has a night for this slot (e.g. the scheduled night of 2026-11-28) finished cleanly?"""
         ...
 
-    def abandon_dead_runs(self, by: str) -> list[str]:
-        """Mark the runs a dead process left unfinished ``abandoned`` (their pending steps ``skipped``).
-        Only the lease holder may call this: every run that writes the ledger runs under the lease."""
+    def slot_runs(self, slot: str, team: str | None = None) -> list[Run]:
+        """Every run recorded for this slot (finished or not), oldest first; with ``team``, only that
+        team's runs and the runs over every team (``team`` None). What replicas read to tell which of
+        a night's team steps are done."""
+        ...
+
+    def abandon_dead_runs(self, by: str, team: str | None = None) -> list[str]:
+        """Mark the runs a dead process left unfinished ``abandoned`` (their pending steps ``skipped``):
+        every one, or only those of ``team``. Only the holder of the matching lease may call this (the
+        consolidation lease with no team running, or the team's lease): every run writes under one."""
         ...
 
     def get_meta(self, key: str) -> str | None: ...

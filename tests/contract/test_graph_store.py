@@ -1176,6 +1176,54 @@ def test_abandon_dead_runs(graph_store: GraphStore) -> None:
     assert graph_store.abandon_dead_runs("worker-3") == []
 
 
+def test_slot_runs_of_a_night_and_of_one_team(graph_store: GraphStore) -> None:
+    end = T0 + timedelta(minutes=5)
+    whole = run("run-all", T0, slot="2026-11-28", finished_at=end, steps=steps("ok", "ok", "ok", "ok"))
+    a1 = run("run-a1", T0 + timedelta(minutes=1), slot="2026-11-29", team="a", steps=steps("ok"))
+    b1 = run("run-b1", T0 + timedelta(minutes=2), slot="2026-11-29", team="b", steps=steps("ok", "running"))
+    legacy = run("run-old", T0, slot="2026-11-29", finished_at=end, steps=steps("ok", "ok"))
+    other = run("run-x", T0, team="a", finished_at=end, steps=steps("ok"))  # no slot (a run-once)
+    for r in (whole, a1, b1, legacy, other):
+        graph_store.save_run(r)
+    assert [r.id for r in graph_store.slot_runs("2026-11-29")] == ["run-old", "run-a1", "run-b1"]
+    assert [r.id for r in graph_store.slot_runs("2026-11-29", team="a")] == ["run-old", "run-a1"]
+    assert graph_store.slot_runs("2026-11-29", team="b")[1] == b1  # the team is kept
+    assert graph_store.slot_runs("2026-11-28") == [whole] and whole.team is None
+    assert graph_store.slot_runs("2026-12-01") == []
+
+
+def test_night_runs_reads_whole_nights_not_runs(graph_store: GraphStore) -> None:
+    day = timedelta(days=1)
+    # Night 1 (3 teams x 1 job), a watchdog run in the day, night 2 (3 teams, 2 jobs each), a run-once.
+    n1 = [run(f"n1-{t}", T0 + timedelta(minutes=i), slot="2026-11-28", team=t) for i, t in enumerate("abc")]
+    dog = run("dog", T0 + timedelta(hours=8), trigger="watchdog", team="a")
+    n2 = [
+        run(f"n2-{t}-{j}", T0 + day + timedelta(minutes=5 * j + i), slot="2026-11-29", team=t)
+        for j in range(2)
+        for i, t in enumerate("abc")
+    ]
+    once = run("once", T0 + day + timedelta(hours=9), trigger="manual")
+    dry = run("dry", T0 + 2 * day, trigger="manual", dry_run=True)  # never a night
+    for r in (*n1, dog, *n2, once, dry):
+        graph_store.save_run(r)
+    newest_first = [once, *sorted(n2, key=lambda r: r.started_at, reverse=True)]
+    assert graph_store.night_runs(2) == newest_first  # 7 runs, 2 nights
+    assert [r.id for r in graph_store.night_runs(3)] == [r.id for r in newest_first] + ["dog"]
+    assert len(graph_store.night_runs(4)) == len(graph_store.night_runs(40)) == 11
+    assert graph_store.night_runs(1) == [once]
+
+
+def test_abandon_dead_runs_of_one_team(graph_store: GraphStore) -> None:
+    mine = run("run-a", T0, slot="2026-11-29", team="a", steps=steps("ok", "running", "pending"))
+    live = run("run-b", T0, slot="2026-11-29", team="b", steps=steps("ok", "running", "pending"))
+    for r in (mine, live):
+        graph_store.save_run(r)
+    assert graph_store.abandon_dead_runs("worker-2", team="a") == ["run-a"]  # b's run is another replica's
+    got = {r.id: r for r in graph_store.runs(10)}
+    assert [s.status for s in got["run-a"].steps] == ["ok", "abandoned", "skipped"]
+    assert got["run-b"] == live
+
+
 def test_meta_values(graph_store: GraphStore) -> None:
     assert graph_store.get_meta("distill.watermark") is None
     graph_store.set_meta("distill.watermark", "1")

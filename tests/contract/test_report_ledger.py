@@ -101,3 +101,23 @@ def test_build_registry_over_a_real_ledger(falkor: CypherGraphStore) -> None:
     assert m["taskzilla_sleep_store_size"][(("kind", "episodes_total"),)] == 0.0
     assert "taskzilla_sleep_outbox_pending" not in m  # None means "not known", not 0
     assert m["taskzilla_sleep_source_up"][(("source", "ledger"),)] == 1.0
+
+
+def test_a_night_of_team_jobs_is_one_night_in_the_report_and_the_metrics(
+    falkor: CypherGraphStore, report_command: ReportCommand, tmp_path: Path
+) -> None:
+    from tests.unit.test_report_team_nights import team_night
+
+    for r in [*team_night(0), *team_night(1, merges=(0, 1, 1))]:  # 2 nights, 3 teams x 4 steps, 24 runs
+        falkor.save_run(r)
+    data_text, code = report_command(5, True, tmp_path / "r.html")
+    data = json.loads(data_text)
+    assert code == 0, data_text
+    assert [(n["run_id"], n["status"], n["merges"]) for n in data["nights"]] == [
+        ("night_2026-11-28", "ok", 6),
+        ("night_2026-11-29", "ok", 2),
+    ]
+    assert data["memory_index_sizes"] == [30, 30]
+    m = scrape(build_registry(falkor, outbox_pending=lambda: None, index_cap=CAP, grace_days=GRACE_DAYS, window=1))
+    assert m["taskzilla_sleep_last_night_steps"][(("kind", "merges"), ("step", "reflect"))] == 2.0
+    assert m["taskzilla_sleep_last_night_llm_calls"][(("step", "distill"),)] == 6.0

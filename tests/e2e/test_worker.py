@@ -86,8 +86,37 @@ def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
 
 
 def night(proc: Any, slot: str) -> dict[str, Any] | None:
-    runs = [r for r in proc.tz.status()["last_runs"] if r["slot"] == slot and r["ok"]]
-    return runs[0] if runs else None
+    """The scheduled night of ``slot`` once every team finished it ok: its team jobs merged
+    (``nights.group_nights`` over ``graph.night_runs``, as the status reports it), with each job's run."""
+    nights = [n for n in proc.tz.status()["last_nights"] if n["slot"] == slot and n["ok"]]
+    return nights[0] if nights else None
+
+
+STEP_SLOTS = {"prune": "03:05", "distill": "03:10", "reflect": "03:15", "decay": "03:25"}
+
+
+def each_step_once_in_order_at_its_slot(got: dict[str, Any], day: str, ordered: bool = True) -> set[str]:
+    """Every team's steps of the night: each ran once (one job's run has it), ok, not before its slot,
+    and (``ordered``) after the team's previous step. Returns the night's teams. Two workers each have
+    their own controlled clock, started a few seconds (minutes at their speed) apart: their stamps
+    are not comparable with each other, only with the slots."""
+    by_team: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for job in got["jobs"]:
+        assert job["team"], job  # a scheduled night is team jobs
+        for step, res in job["steps"].items():
+            by_team.setdefault(job["team"], {}).setdefault(step, []).append(res)
+    assert by_team, got
+    for team, steps in by_team.items():
+        assert set(steps) == set(STEP_SLOTS), (team, steps)  # every step (in cycle order: below)
+        starts = []
+        for step, hhmm in STEP_SLOTS.items():
+            (res,) = steps[step]  # once
+            assert res["status"] == "ok", (team, step, res)
+            start = datetime.fromisoformat(res["started_at"])
+            assert start >= datetime.fromisoformat(f"{day}T{hhmm}:00+01:00"), (team, step)
+            starts.append(start)
+        assert not ordered or (starts == sorted(starts) and len(set(starts)) == len(starts)), (team, starts)
+    return set(by_team)
 
 
 def distilling(proc: Any) -> bool:
@@ -107,11 +136,9 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
         assert w.tz.health().ok and w.tz.ready().ready
         run = wait_for("the night of 2026-11-28", lambda: night(w, "2026-11-28"))
         assert run["trigger"] == "schedule"
+        assert "platform" in each_step_once_in_order_at_its_slot(run, "2026-11-28")
         starts = {k: datetime.fromisoformat(v["started_at"]) for k, v in run["steps"].items()}
-        slots = {"prune": "03:05", "distill": "03:10", "reflect": "03:15", "decay": "03:25"}
-        for step, hhmm in slots.items():
-            assert starts[step] >= datetime.fromisoformat(f"2026-11-28T{hhmm}:00+01:00"), step
-        assert starts["prune"] < starts["distill"] < starts["reflect"] < starts["decay"]
+        assert starts["prune"] < starts["distill"] < starts["reflect"] < starts["decay"]  # the merged night too
         assert len(w.tz.contradictions(team="platform")) == 1
 
         # Taught at "10 o'clock": three people state a new rule; the watchdog makes it recallable.
@@ -207,12 +234,13 @@ def test_two_workers_against_one_neo4j_run_the_night_once(
     ):
         wait_for("the night", lambda: night(a, "2026-11-28"))
         time.sleep(3)  # give the other replica every chance to run it a second time
-        runs_a = [r for r in a.tz.status()["last_runs"] if r["slot"] == "2026-11-28"]
-        runs_b = [r for r in b.tz.status()["last_runs"] if r["slot"] == "2026-11-28"]
-        assert len(runs_a) == 1 and runs_a == runs_b  # one night, seen by both
+        seen_a, seen_b = night(a, "2026-11-28"), night(b, "2026-11-28")
+        assert seen_a is not None and seen_a == seen_b  # one night, seen by both
+        # Each team's step once, by either replica (the sample has one team: its steps are the night's).
+        assert each_step_once_in_order_at_its_slot(seen_a, "2026-11-28", ordered=False) == {"platform"}
         assert stop(a) == 0 and stop(b) == 0
     logs = a.log_path.read_text() + b.log_path.read_text()
-    assert logs.count('"event": "night_finished"') == 1
+    assert logs.count('"event": "night_finished"') == len(seen_a["jobs"])  # each job run once, by one replica
 
 
 def test_alert_survives_a_down_receiver_and_a_worker_restart_exactly_once(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ no network (httpx's MockTransport).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -111,14 +110,17 @@ def test_a_night_that_changed_nothing_posts_no_summary(tmp_path: Path) -> None:
     services = Services(settings, MemoryGraphStore(), MemoryVectorStore(), HashEmbedder())
     worker = Worker(services, ScaledClock(NIGHT, speed=1.0), serve_api=False, env={"HOOK": "http://127.0.0.1:9/hook"})
     try:
-        empty = run_night(services, NightRequest(now=NIGHT, trigger="schedule", slot="2026-11-28"))
+        # The night's team jobs as the ledger has them: one team's prune looked and changed nothing.
+        empty = run_night(services, NightRequest(now=NIGHT, trigger="schedule", slot="2026-11-28", teams=["a"]))
         assert empty.ok and not night_changed(empty)
-        worker._after_night(empty)  # a new, empty install: four "no changes" lines are no news
+        worker._night_summary("2026-11-28")  # a new, empty install: four "no changes" lines are no news
         assert Outbox(services.graph).list() == []
-        repaired = replace(empty, repaired_drift=2)
-        assert night_changed(repaired)
-        worker._after_night(repaired)
+        changed = empty.run.model_copy(update={"id": "run-b", "team": "b"}, deep=True)
+        changed.steps[0].counts = {"pruned": 2}
+        services.graph.save_run(changed)
+        worker._night_summary("2026-11-28")
+        worker._night_summary("2026-11-28")  # another replica sees the night complete too: still one
         (summary,) = Outbox(services.graph).list()
-        assert summary.kind == "summary" and "repaired 2 drifted vectors" in summary.message.text
+        assert summary.kind == "summary" and "pruned 2" in summary.message.text
     finally:
         worker._shutdown()

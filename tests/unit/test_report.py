@@ -294,7 +294,7 @@ def test_open_contradictions_must_not_pile_up() -> None:
 
 
 class EmptyLedger:
-    def runs(self, n: int) -> list[Run]:
+    def night_runs(self, n: int) -> list[Run]:
         return []
 
     def teams(self) -> list[str]:
@@ -311,7 +311,7 @@ def sample_report(tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | No
     """A report over ``runs`` through the real builder, with a graph stand-in that holds only them."""
 
     class Ledger:
-        def runs(self, n: int) -> list[Run]:
+        def night_runs(self, n: int) -> list[Run]:
             return sorted(runs, key=lambda r: r.started_at, reverse=True)[:n]
 
         def teams(self) -> list[str]:
@@ -498,7 +498,7 @@ def test_a_failing_source_is_reported_not_raised_and_last_night_sticks() -> None
     with structlog.testing.capture_logs() as logs:  # captured, not printed: and it must say which source failed
         first, second = scrape(reg), scrape(reg)
     assert [(e["event"], e["source"]) for e in logs] == [("metrics_source_failed", "outbox")] * 2
-    assert calls == [5, 5]  # one runs(5) per scrape
+    assert calls == [5, 5]  # one night_runs(5) per scrape
     for m in (first, second):
         assert m["taskzilla_sleep_source_up"][(("source", "outbox"),)] == 0.0
         assert "taskzilla_sleep_outbox_pending" not in m

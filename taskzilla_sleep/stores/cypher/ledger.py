@@ -20,12 +20,26 @@ class CypherLedger(CypherBase):
     def runs(self, n: int) -> list[Run]:
         return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
 
+    def night_runs(self, n: int) -> list[Run]:
+        return [run_from_props(r["r"]) for r in self._read(Q["night_runs"], {"n": n})]
+
     def slot_done(self, slot: str) -> bool:
         return int(self._read(Q["slot_done"], {"slot": slot})[0]["n"]) > 0
 
-    def abandon_dead_runs(self, by: str) -> list[str]:
+    def slot_runs(self, slot: str, team: str | None = None) -> list[Run]:
+        if team is None:
+            rows = self._read(Q["slot_runs"], {"slot": slot})
+        else:
+            rows = self._read(Q["slot_team_runs"], {"slot": slot, "team": team})
+        return [run_from_props(r["r"]) for r in rows]
+
+    def abandon_dead_runs(self, by: str, team: str | None = None) -> list[str]:
         marked: list[str] = []
-        for r in self._read(Q["unfinished_runs"]):
+        if team is None:
+            rows = self._read(Q["unfinished_runs"])
+        else:
+            rows = self._read(Q["unfinished_team_runs"], {"team": team})
+        for r in rows:
             dead = run_from_props(r["r"]).abandoned(by)
             if dead is not None:
                 self.save_run(dead)

@@ -10,6 +10,11 @@ from taskzilla_sleep.stores.memory.beliefs import MemoryBeliefs
 from taskzilla_sleep.stores.ports import AlertRecord, AlertStatus, LeaseClaim, LeaseState, PatternUpdate
 
 
+def _night(run: Run) -> str:
+    """The night a run belongs to, as the ``night_runs`` query keys it (``nights.night_key``)."""
+    return run.slot if run.slot is not None else f"run:{run.id}"
+
+
 def _ok(run: Run) -> bool:
     return all(s.status in STEP_DONE for s in run.steps) and run.finished_at is not None
 
@@ -26,14 +31,31 @@ class MemoryOps(MemoryBeliefs):
             found = sorted(self.run_ledger.values(), key=lambda r: r.started_at, reverse=True)[:n]
             return [r.model_copy(deep=True) for r in found]
 
+    def night_runs(self, n: int) -> list[Run]:
+        with self._lock:
+            real = [r for r in self.run_ledger.values() if not r.dry_run]
+            first: dict[str, datetime] = {}
+            for r in real:
+                key = _night(r)
+                first[key] = min(first.get(key, r.started_at), r.started_at)
+            newest = set(sorted(first, key=lambda k: (first[k], k), reverse=True)[:n])
+            found = sorted((r for r in real if _night(r) in newest), key=lambda r: r.started_at, reverse=True)
+            return [r.model_copy(deep=True) for r in found]
+
     def slot_done(self, slot: str) -> bool:
         with self._lock:
             return any(r.slot == slot and _ok(r) for r in self.run_ledger.values())
 
-    def abandon_dead_runs(self, by: str) -> list[str]:
+    def slot_runs(self, slot: str, team: str | None = None) -> list[Run]:
+        with self._lock:
+            mine = [r for r in self.run_ledger.values() if r.slot == slot and (team is None or r.team in (None, team))]
+            found = sorted(mine, key=lambda r: r.started_at)
+            return [r.model_copy(deep=True) for r in found]
+
+    def abandon_dead_runs(self, by: str, team: str | None = None) -> list[str]:
         marked: list[str] = []
         for run in self.runs(len(self.run_ledger)):
-            dead = run.abandoned(by)
+            dead = run.abandoned(by) if team is None or run.team == team else None
             if dead is not None:
                 self.save_run(dead)
                 marked.append(dead.id)

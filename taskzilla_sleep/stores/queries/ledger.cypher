@@ -21,8 +21,26 @@ MERGE (r:Run {id: $id}) SET r += $props
 // -- runs --
 MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
 
+// -- night_runs --
+MATCH (r:Run) WHERE coalesce(r.dry_run, false) = false
+WITH coalesce(r.slot, 'run:' + r.id) AS night, min(r.started_at) AS first
+ORDER BY first DESC, night DESC LIMIT $n
+WITH collect(night) AS nights
+MATCH (r:Run) WHERE coalesce(r.dry_run, false) = false AND coalesce(r.slot, 'run:' + r.id) IN nights
+RETURN properties(r) AS r ORDER BY r.started_at DESC
+
 // -- slot_done --
 MATCH (r:Run) WHERE r.slot = $slot AND r.ok = true RETURN count(r) AS n
 
+// -- slot_runs --
+MATCH (r:Run) WHERE r.slot = $slot RETURN properties(r) AS r ORDER BY r.started_at
+
+// -- slot_team_runs --
+MATCH (r:Run) WHERE r.slot = $slot AND (r.team IS NULL OR r.team = $team)
+RETURN properties(r) AS r ORDER BY r.started_at
+
 // -- unfinished_runs --
 MATCH (r:Run) WHERE r.finished_at IS NULL RETURN properties(r) AS r
+
+// -- unfinished_team_runs --
+MATCH (r:Run) WHERE r.finished_at IS NULL AND r.team = $team RETURN properties(r) AS r
