@@ -86,7 +86,9 @@ def vector_snapshot(s: Services) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for team in s.vectors.teams():
         for kind in ("episodes", "patterns"):
-            collection = s.vectors._collection(f"tz_{team}_{kind}", create=False)  # type: ignore[attr-defined]
+            # Its current generation (a rebuild writes tz_{team}_{kind}_gN and switches to it).
+            current = s.vectors._current(f"tz_{team}_{kind}")  # type: ignore[attr-defined]
+            collection = s.vectors._collection(current, create=False)  # type: ignore[attr-defined]
             if collection is None:
                 continue
             got = collection.get(include=["documents", "metadatas"])
