@@ -183,7 +183,8 @@ def export_team(
     for t in graph.tombstones(team):
         put("tombstone", _line("tombstone", t))
     for run in sorted(graph.runs(ALL_RUNS), key=lambda r: (r.started_at, r.id)):
-        put("run", _line("run", run))
+        if run.team in (None, team):  # a whole-memory run, or one of this team's jobs; not another team's
+            put("run", _line("run", run))
     for key in (k.format(team=team) for k in META_KEYS):
         value = graph.get_meta(key)
         if value is not None:
@@ -242,7 +243,7 @@ def parse_export(lines: Iterable[str], source: str = "<import>") -> Parsed:
         except ValidationError as exc:
             raise InputError(f"{where}: {kind}: {_why(exc)}; nothing was imported") from None
         team = getattr(item, "team", header.team)
-        if team != header.team:
+        if team != header.team and not (kind == "run" and team is None):  # a run of every team's night
             raise InputError(f"{where}: field team: {team!r} is not the header's team {header.team!r}")
         ident = getattr(item, "id", None) or getattr(item, "key", None)
         group = "pattern" if kind == "fact" else str(kind)

@@ -26,6 +26,7 @@ from taskzilla_sleep.models import (
     PatternKind,
     PatternStatus,
     Provenance,
+    Run,
 )
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import EpisodeUpdate
@@ -200,6 +201,22 @@ def test_export_then_import_elsewhere_is_the_same_memory(stores: tuple[MemoryGra
     with pytest.raises(Conflict):
         import_team(target_g, target_v, lines)
     assert import_team(target_g, target_v, lines, replace=True).replaced
+
+
+def test_export_takes_whole_memory_runs_and_its_own_team_jobs_not_another_teams(
+    stores: tuple[MemoryGraphStore, MemoryVectorStore],
+) -> None:
+    graph, vectors = stores
+    for rid, team in (("run_all", None), ("run_mine", TEAM), ("run_theirs", "other")):
+        graph.save_run(Run(id=rid, trigger="schedule", started_at=NOW, now=NOW, slot="2026-12-05", team=team))
+    out = io.StringIO()
+    export_team(graph, vectors, TEAM, out, now=NOW)
+    lines = out.getvalue().splitlines()
+    runs = {json.loads(x)["id"] for x in lines if json.loads(x)["type"] == "run"}
+    assert {"run_all", "run_mine"} <= runs and "run_theirs" not in runs
+    target = MemoryGraphStore()
+    import_team(target, MemoryVectorStore(), lines)  # a run of every team (team null) is accepted
+    assert {"run_all", "run_mine"} <= {r.id for r in target.runs(100)}
 
 
 @pytest.mark.parametrize(
