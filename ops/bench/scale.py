@@ -274,10 +274,7 @@ def _clock_skew_s(procs: list[Any]) -> float:
 def _measure(
     procs: list[Any], kill: bool, mix: dict[str, str], data: dict[str, Any], s: Any, a: argparse.Namespace
 ) -> dict[str, Any]:
-    from taskzilla_sleep.lease import team_holders
-
-    t0 = procs[0].t0
-    night_at = t0 + procs[0].lead  # monotonic time of 03:05 on the workers' clocks
+    night_at = procs[0].t0 + procs[0].lead  # monotonic time of 03:05 on the workers' clocks
     skew = _clock_skew_s(procs)
     phase = lambda: "night" if time.monotonic() >= night_at else "idle"  # noqa: E731
     pids = {f"worker-{i}": p.pid for i, p in enumerate(procs)}
@@ -299,10 +296,10 @@ def _measure(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the night did not finish in {a.timeout_min} min: {len(done)}/{len(mix)} teams")
             if kill and not victim and len(done) >= len(mix) // 3:
-                victim = _kill_one(procs, team_holders(s.graph))
+                victim = _kill_one(procs, _holders(s.graph, [t for t in mix if t not in done]))
             if victim and "handover_s" not in victim:
-                _handover(victim, team_holders(s.graph), done)
-            time.sleep(0.2 if victim else 1.0)
+                _handover(victim, s.graph, done)
+            time.sleep(1.0)
         sampler.sample()
         cpu1 = dict(sampler.last_cpu)
     runs = s.graph.slot_runs(SLOT)
@@ -335,11 +332,24 @@ def _kill_one(procs: list[Any], holders: dict[str, str]) -> dict[str, Any]:
     return {"pid": p.pid, "teams": held, "killed_at": killed, "survivor_pid": procs[0].pid}
 
 
-def _handover(victim: dict[str, Any], holders: dict[str, str], done: set[str]) -> None:
-    """Once the survivor holds (or has finished) every team the dead replica held: the seconds since the kill."""
+def _holders(graph: Any, teams: list[str]) -> dict[str, str]:
+    """Team -> the live holder of its lease, for ``teams`` only (one read each)."""
+    from taskzilla_sleep.lease import live_holder, team_lease_name
+
+    held = {t: live_holder(graph, team_lease_name(t)) for t in teams}
+    return {t: h for t, h in held.items() if h is not None}
+
+
+def _handover(victim: dict[str, Any], graph: Any, done: set[str]) -> None:
+    """Polled every 0.1 s for up to a second: once the survivor holds (or has finished) every team the
+    dead replica held, the seconds since the kill."""
     mine = f":{victim['survivor_pid']}:"
-    if all(t in done or mine in holders.get(t, "") for t in victim["teams"]):
-        victim["handover_s"] = round(time.monotonic() - victim.pop("killed_at"), 2)
+    for _ in range(10):
+        holders = _holders(graph, victim["teams"])
+        if all(t in done or mine in holders.get(t, "") for t in victim["teams"]):
+            victim["handover_s"] = round(time.monotonic() - victim.pop("killed_at"), 2)
+            return
+        time.sleep(0.1)
 
 
 def _speedups(result: dict[str, Any]) -> None:
