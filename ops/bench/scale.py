@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import random
 import shlex
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from taskzilla_sleep.logs import configure_logging
 
     configure_logging("warning", json=True)
+    logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)  # "property slot does not exist" before any run
     command = "python -m ops.bench.scale " + shlex.join(argv if argv is not None else sys.argv[1:])
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['ram_gb']} GB; commit {info['commit']}")
