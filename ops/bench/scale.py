@@ -280,7 +280,7 @@ def _measure(
     skew = _clock_skew_s(procs)
     phase = lambda: "night" if time.monotonic() >= night_at else "idle"  # noqa: E731
     pids = {f"worker-{i}": p.pid for i, p in enumerate(procs)}
-    servers = {f"server-{pid}": pid for pid in _descendants(os.getpid()) if pid not in pids.values()}
+    servers = {f"{_comm(pid)}-{pid}": pid for pid in _descendants(os.getpid()) if pid not in pids.values()}
     out: dict[str, Any] = {"workers": len(procs), "clock_skew_s": skew}
     if time.monotonic() >= night_at:
         out["late_start"] = "the workers came up after 03:05 on their clocks: CPU includes their start"
@@ -309,6 +309,8 @@ def _measure(
     worker_cpu = {k: round(cpu1[k] - cpu0.get(k, 0.0), 1) for k in pids if k in cpu1}
     out["worker_cpu_s"] = worker_cpu
     out["worker_cpu_s_per_team"] = round(sum(worker_cpu.values()) / len(mix), 3)
+    # Neo4j (java) and the Chroma server: the shared stores' CPU over the same stretch
+    out["server_cpu_s"] = {k: round(cpu1[k] - cpu0.get(k, 0.0), 1) for k in servers if k in cpu1}
     out["peak_rss_mb"] = {k: round(v, 1) for k, v in sampler.peak_rss.items() if k in pids}
     out["server_peak_rss_mb"] = {k: round(v, 1) for k, v in sampler.peak_rss.items() if k in servers}
     out["recall"] = probe.figures()
@@ -332,6 +334,13 @@ def _kill_one(procs: list[Any], holders: dict[str, str]) -> dict[str, Any]:
     p.wait()
     print(f"   killed worker-1 (pid {p.pid}) holding {held}", flush=True)
     return {"pid": p.pid, "teams": held, "killed_at": killed, "survivor_pid": procs[0].pid}
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "gone"
 
 
 def _holders(graph: Any, teams: list[str]) -> dict[str, str]:
@@ -370,7 +379,7 @@ def _print(name: str, f: dict[str, Any]) -> None:
         f"   night wall {f['wall_s']} s; teams done {f['teams_done']} (every step ok once: "
         f"{f['teams_every_step_ok_once']}); deferred {f['deferred_steps']}; inside window {f['inside_window']}\n"
         f"   worker CPU {f['worker_cpu_s']} s = {f['worker_cpu_s_per_team']} s/team; peak RSS {f['peak_rss_mb']} MB; "
-        f"clock skew {f['clock_skew_s']} s\n"
+        f"clock skew {f['clock_skew_s']} s; servers' CPU {f['server_cpu_s']} s\n"
         f"   recall idle {rec.get('idle')} night {rec.get('night')} errors {rec['errors']}\n"
         f"   tiers {json.dumps(f['tiers'])}\n   stub {f['stub']}" + (f"\n   kill {f['kill']}" if "kill" in f else ""),
         flush=True,
