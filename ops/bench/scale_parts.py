@@ -210,6 +210,14 @@ def night_figures(runs: Sequence[Any], mix: dict[str, str], steps: Sequence[str]
     per_team_calls: dict[str, int] = {}
     per_team_tokens: dict[str, int] = {}
     deferred: list[str] = []
+    # A job's time outside its steps: the lease, the ledger, whole-store sizes before and after, the
+    # memory index (what grows with the number of teams shows here)
+    overhead = [
+        (r.finished_at - r.started_at).total_seconds()
+        - sum((s.finished_at - s.started_at).total_seconds() for s in r.steps if s.started_at and s.finished_at)
+        for r in runs
+        if r.finished_at
+    ]
     for r in runs:
         for s in r.steps:
             if s.started_at and s.finished_at:
@@ -246,4 +254,5 @@ def night_figures(runs: Sequence[Any], mix: dict[str, str], steps: Sequence[str]
         "deferred": deferred[:20],
         "deferred_steps": len(deferred),
         "tiers": tiers,
+        "job_overhead_s_median": round(statistics.median(overhead), 2) if overhead else None,
     }
