@@ -260,14 +260,18 @@ def _lead(n: int) -> float:
     return LEAD_S + 10.0 * n
 
 
-def _clock_skew_s(procs: list[Any]) -> float:
+def _clock_skew_s(procs: list[Any]) -> float | None:
     """How far apart the workers' clocks are (each read over its API, against the harness's)."""
-    from taskzilla_sleep.client import Client
+    from taskzilla_sleep.client import ApiError, Client
 
     offsets = []
     for p in procs:
-        with Client(p.api, timeout=10) as c:
-            got = datetime.fromisoformat(c.status()["clock"])
+        with Client(p.api, timeout=30) as c:
+            try:
+                got = datetime.fromisoformat(c.status()["clock"])
+            except ApiError as exc:  # /v1/status reads whole-store sizes: slow with many teams
+                print(f"   clock skew not measured: {exc}", flush=True)
+                return None
         want = NIGHT - timedelta(seconds=p.lead) + timedelta(seconds=time.monotonic() - p.t0)
         offsets.append((got - want).total_seconds())
     return round(max(offsets) - min(offsets), 2)
