@@ -314,7 +314,7 @@ def _measure(
     out |= parts.night_figures(runs, mix, STEPS)
     worker_cpu = {k: round(cpu1[k] - cpu0.get(k, 0.0), 1) for k in pids if k in cpu1}
     out["worker_cpu_s"] = worker_cpu
-    out["worker_cpu_s_per_team"] = round(sum(worker_cpu.values()) / len(mix), 3)
+    out["worker_cpu_s_per_team"] = round(sum(worker_cpu.values()) / max(1, out["teams_done"]), 3)  # per team done
     # Neo4j (java) and the Chroma server: the shared stores' CPU over the same stretch
     out["server_cpu_s"] = {k: round(cpu1[k] - cpu0.get(k, 0.0), 1) for k in servers if k in cpu1}
     out["peak_rss_mb"] = {k: round(v, 1) for k, v in sampler.peak_rss.items() if k in pids}
