@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser promtool examples compose-check container bench eval clean
+.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser promtool examples compose-check container bench bench-scale eval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,14 @@ bench: $(STAMP) $(NEO4J_CP)
 	@$(BIN)/python -c 'import pyinstrument' 2>/dev/null || $(BIN)/pip install -q 'pyinstrument>=5,<6'
 	$(BIN)/pytest -q -rs -m slow tests
 	$(BIN)/python -m ops.bench.run $(BENCH_ARGS)
+
+# The scale bench (issue 15 part 4; BENCHMARKS.md "Many teams in one window"): --teams teams (2 %
+# busy, 18 % medium, 80 % quiet) on Neo4j + Chroma server, one night with 1, 2 and 4 worker
+# processes and once with 2 where one is killed mid-night. Results in .tmp/bench/scale.json.
+# SCALE_ARGS=--quick for a smoke run of a few minutes; e.g. SCALE_ARGS="--teams 100 --workers 1,2,4".
+SCALE_ARGS ?=
+bench-scale: $(STAMP) $(NEO4J_CP)
+	$(BIN)/python -m ops.bench.scale $(SCALE_ARGS)
 
 # The golden cases (tests/golden/, labelled without reading the rules) through a provider: the
 # offline one, or TASKZILLA_EVAL_MODEL=<any litellm model> (TASKZILLA_EVAL_API_BASE for a local
