@@ -9,7 +9,7 @@ is done, or is in the same job, which runs them in order).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -137,6 +137,7 @@ def merge_runs(runs: Sequence[Run], slot: str) -> Run:
     open_ = any(r.finished_at is None for r in real) or any(steps_left(done, t) for t in teams)
     closed = [r for r in real if r.finished_at is not None]
     last = max(closed, key=lambda r: (r.finished_at, r.id)) if closed else None
+    before, after = night_sizes(real)
     return Run(
         id=f"night_{slot}",
         trigger=real[0].trigger,
@@ -145,11 +146,38 @@ def merge_runs(runs: Sequence[Run], slot: str) -> Run:
         now=min(r.now for r in real),
         steps=steps,
         slot=slot,
-        sizes_before=dict(real[0].sizes_before),
-        sizes_after=dict(last.sizes_after) if last is not None else {},
+        sizes_before=before,
+        sizes_after=after,
         pattern_lags_s=[x for r in real for x in r.pattern_lags_s],
         memory_index_entries=_index_entries(real),
     )
+
+
+def night_sizes(runs: Sequence[Run]) -> tuple[dict[str, int], dict[str, int]]:
+    """A night's store sizes (before, after) from its runs, oldest first. Team jobs record their own
+    team's sizes: the night's are the sum over its teams of each team's first sizes before and its
+    last finished job's sizes after (a team with none finished yet: its sizes before, nothing changed
+    that was recorded). A run over every team (a night from before team jobs) recorded the whole store."""
+    if any(r.team is None for r in runs):
+        closed = [r for r in runs if r.finished_at is not None]
+        last = max(closed, key=lambda r: (r.finished_at or r.started_at, r.id)) if closed else None
+        return dict(runs[0].sizes_before), dict(last.sizes_after) if last is not None else {}
+    first: dict[str, dict[str, int]] = {}
+    latest: dict[str, dict[str, int]] = {}
+    for r in runs:
+        assert r.team is not None
+        first.setdefault(r.team, r.sizes_before)
+        if r.finished_at is not None and r.sizes_after:
+            latest[r.team] = r.sizes_after
+    return _summed(first.values()), _summed(latest.get(team, sizes) for team, sizes in first.items())
+
+
+def _summed(parts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for sizes in parts:
+        for k, v in sizes.items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def _index_entries(runs: Sequence[Run]) -> int | None:

@@ -233,7 +233,7 @@ class _Night:
         run = self.result.run
         if run.slot is not None and run.team is not None:  # a team job: its night's earlier jobs spent too
             self.gate.seed(self.graph.slot_runs(run.slot), run.team)
-        run.sizes_before = store_sizes(self.graph, self.services.vectors)
+        run.sizes_before = store_sizes(self.graph, self.services.vectors, run.team)
         self.graph.save_run(run)
         # Before anything plans: finish what a crashed run left half-applied, from its journal.
         for team in mine if mine is not None else self.graph.teams():
@@ -326,7 +326,7 @@ class _Night:
             # What the bot loads into its prompts: rebuilt after every successful run.
             run.memory_index_entries = rebuild_memory(s.graph, s.settings, self.request.teams)
         try:
-            run.sizes_after = store_sizes(s.graph, s.vectors)
+            run.sizes_after = store_sizes(s.graph, s.vectors, run.team)
         except StoreError as exc:
             if self.result.ok:
                 raise
@@ -335,12 +335,19 @@ class _Night:
         s.graph.save_run(run)
 
 
-def store_sizes(graph: GraphStore, vectors: VectorStore) -> dict[str, int]:
-    """What ops watch grow: it must be linear in patterns, not in messages."""
-    teams = vectors.teams()
+def store_sizes(graph: GraphStore, vectors: VectorStore, team: str | None = None) -> dict[str, int]:
+    """What ops watch grow: it must be linear in patterns, not in messages. With ``team``, that team's
+    share only (a team job's ledger entry: its cost does not grow with the number of teams); a
+    night's sizes are its teams' summed (``nights.merge_runs``)."""
+    if team is not None:
+        return graph.counts(team).sizes() | {
+            "vectors_episodes": vectors.count(team, "episodes"),
+            "vectors_patterns": vectors.count(team, "patterns"),
+        }
+    by_team = vectors.counts().values()
     return graph.counts().sizes() | {
-        "vectors_episodes": sum(vectors.count(t, "episodes") for t in teams),
-        "vectors_patterns": sum(vectors.count(t, "patterns") for t in teams),
+        "vectors_episodes": sum(kinds.get("episodes", 0) for kinds in by_team),
+        "vectors_patterns": sum(kinds.get("patterns", 0) for kinds in by_team),
     }
 
 

@@ -119,11 +119,10 @@ def collect_status(
         try:
             vectors = vectors or build_vectors(settings, build_embedder(settings))
             vectors.ping()
-            for team in vectors.teams():
-                report.vector_counts[team] = {
-                    "episodes": vectors.count(team, "episodes"),
-                    "patterns": vectors.count(team, "patterns"),
-                }
+            report.vector_counts = {
+                team: {"episodes": kinds.get("episodes", 0), "patterns": kinds.get("patterns", 0)}
+                for team, kinds in vectors.counts().items()
+            }
             vh.reachable = True
         except StoreError as exc:
             vh.error = str(exc)

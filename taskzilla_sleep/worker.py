@@ -417,14 +417,15 @@ class Worker:
         holder, expires = self.lease.holder()
         night = self.schedule.next_night(self.clock.now())
         runs = self.services.graph.runs(5)
+        sizes = store_sizes(self.services.graph, self.services.vectors)
         return {
-            "sizes": store_sizes(self.services.graph, self.services.vectors),
+            "sizes": sizes,
             "graph": self.services.graph.describe(),
             "vectors": self.services.vectors.describe(),
             "next_night": iso_time(night),
             "clock": iso_time(self.clock.now()),
             "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
-            "open_contradictions": len(self.services.graph.contradictions(status="open")),
+            "open_contradictions": sizes["contradictions_open"],
             "last_runs": [
                 {
                     "id": r.id,

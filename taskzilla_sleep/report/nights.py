@@ -129,8 +129,9 @@ def night_of(run: Run) -> Night:
         completion_tokens=sum(s.completion_tokens for s in steps),
         # One unknown step cost makes the night's cost unknown: a partial sum would under-report.
         cost_usd=None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 6),
-        sizes_before=dict(run.sizes_before),
-        sizes_after=dict(run.sizes_after),
+        # A run of one team (a watchdog distill) recorded that team's sizes: not the store's.
+        sizes_before=dict(run.sizes_before) if run.team is None else {},
+        sizes_after=dict(run.sizes_after) if run.team is None else {},
         lags_s=list(run.pattern_lags_s),
         lag_p50_s=percentile(run.pattern_lags_s, 50),
         lag_p95_s=percentile(run.pattern_lags_s, 95),

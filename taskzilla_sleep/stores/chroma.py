@@ -31,6 +31,7 @@ from chromadb.errors import NotFoundError
 from taskzilla_sleep.embeddings import chroma_embedding_function
 from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
 from taskzilla_sleep.stores import chroma_generations as gens
+from taskzilla_sleep.stores.chroma_http import http_sessions, set_http_timeout
 from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.ports import (
     Embedder,
@@ -117,7 +118,7 @@ class ChromaVectorStore:
                 why = _why(exc.reason if isinstance(exc, urllib.error.URLError) else exc, timeout_s)
                 raise outage.down(f"chroma-server unreachable at {url}: {why} (GET /api/v2/heartbeat)") from exc
             client = chromadb.HttpClient(host=host, port=port, settings=Settings(anonymized_telemetry=False))
-            _set_http_timeout(client, timeout_s)
+            set_http_timeout(client, timeout_s)
             return client
 
         return cls("chroma-server", url, connect, embedder, outage, timeout_s)
@@ -274,6 +275,10 @@ class ChromaVectorStore:
             collection = self._collection(self._current(name), create=False)
             return 0 if collection is None else collection.count()
 
+    def counts(self) -> dict[str, dict[str, int]]:
+        with self._errors("counts"):
+            return gens.live_counts(self._client(), self._registry, _LIST_PAGE, _owner)
+
     def health(self, team: str, kind: VectorKind) -> VectorHealth:
         name = _collection_name(team, kind)
         with self._errors("health", name):
@@ -332,7 +337,7 @@ class ChromaVectorStore:
                 close()
                 # chromadb never closes its HTTP sessions (the client's and its internal admin
                 # client's); their sockets would linger until garbage collection.
-                for session in _http_sessions(client):
+                for session in http_sessions(client):
                     session.close()
             self._log.debug("vector_store_closed")
 
@@ -464,43 +469,27 @@ def _collection_name(team: str, kind: str) -> str:
     return f"{_PREFIX}{team}_{kind}"
 
 
-def _team_of(name: str) -> str | None:
-    """The team of a collection named ``tz_{team}_{kind}`` (any generation); None for anything else."""
+def _owner(name: str) -> tuple[str, str] | None:
+    """The (team, kind) of a collection named ``tz_{team}_{kind}`` (any generation); None for anything else."""
     if not name.startswith(_PREFIX):
         return None
     rest = gens.split_generation(name)[0][len(_PREFIX) :]
     for kind in _KINDS:
         team = rest.removesuffix(f"_{kind}")
         if team != rest and _TEAM_RE.fullmatch(team):
-            return team
+            return team, kind
     return None
+
+
+def _team_of(name: str) -> str | None:
+    owner = _owner(name)
+    return None if owner is None else owner[0]
 
 
 def _scalar_metadata(metadata: Mapping[str, Any] | None) -> dict[str, MetaValue]:
     if not metadata:
         return {}
     return {k: v for k, v in metadata.items() if isinstance(v, str | int | float | bool)}
-
-
-def _set_http_timeout(client: ClientAPI, timeout_s: float) -> None:
-    # chromadb's HTTP client builds its httpx session with timeout=None and has no setting for
-    # it; without this a stalled server hangs every call. The attributes are private, so this
-    # is best effort: if they move, calls still work, just without the timeout.
-    sessions = _http_sessions(client)
-    if not sessions:
-        log.warning("chroma_http_timeout_not_set", reason="chromadb internals changed")
-    for session in sessions:
-        # connect, read, write, pool: vector.timeout_s bounds every phase of every request (a
-        # 1,000-vector upsert takes well under a second here; raise the setting for a slow link).
-        session.timeout = httpx.Timeout(timeout_s)
-
-
-def _http_sessions(client: object) -> list[Any]:
-    """The httpx sessions inside a chromadb HTTP client: its own and its internal admin
-    client's (private attributes; an empty list if they aren't there)."""
-    owners = (client, getattr(client, "_admin_client", None))
-    sessions = (getattr(getattr(owner, "_server", None), "_session", None) for owner in owners)
-    return [session for session in sessions if session is not None]
 
 
 def _why(exc: BaseException | str, timeout_s: float | None) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -97,6 +98,23 @@ class Registry:
             ids=[base], embeddings=np.ones((1, 1), dtype=np.float32), metadatas=[{"generation": generation}]
         )
 
+    def all(self) -> dict[str, int]:
+        """Every collection's current generation (one read: those without a record are at 0)."""
+        registry = self._registry(create=False)
+        if registry is None:
+            return {}
+        try:
+            got = registry.get(include=["metadatas"])
+        except NotFoundError:
+            self._handle = None
+            return {}
+        found: dict[str, int] = {}
+        for i, meta in zip(got["ids"], got["metadatas"] or [], strict=False):
+            value = (meta or {}).get("generation")
+            if isinstance(value, int):
+                found[i] = value
+        return found
+
     def forget(self) -> None:
         self._handle = None
 
@@ -111,6 +129,33 @@ class Registry:
                 except NotFoundError:
                     return None
         return self._handle
+
+
+def live_counts(
+    client: ClientAPI, registry: Registry, page: int, kind_of: Callable[[str], tuple[str, str] | None]
+) -> dict[str, dict[str, int]]:
+    """Every team's vectors by kind, counted in the current generations only: one listing, one
+    registry read and one count per collection (a few at a time: each is a request to a server).
+    ``kind_of``: a collection name's (team, kind), None for a collection that is not a team's."""
+    current = registry.all()
+    found: list[tuple[str, str, Collection]] = []
+    offset = 0
+    while True:
+        listed = client.list_collections(limit=page, offset=offset)
+        for c in listed:
+            base, generation = split_generation(c.name)
+            owner = kind_of(c.name)
+            if owner is not None and generation == current.get(base, 0):
+                found.append((*owner, c))
+        if len(listed) < page:
+            break
+        offset += page
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="chroma-count") as pool:
+        sizes = list(pool.map(lambda x: x[2].count(), found))
+    counts: dict[str, dict[str, int]] = {}
+    for (team, kind, _c), n in zip(found, sizes, strict=True):
+        counts.setdefault(team, {})[kind] = n
+    return counts
 
 
 def rebuild(

@@ -343,7 +343,10 @@ class AdminStore(Protocol):
         """Teams with an episode or a pattern, sorted."""
         ...
 
-    def counts(self) -> GraphCounts: ...
+    def counts(self, team: str | None = None) -> GraphCounts:
+        """The graph's sizes by label and status; of ``team`` only when given (one indexed query per
+        label: what a team job records in the ledger, linear in that team, not in the store)."""
+        ...
 
     def take_poisoned(self) -> list[Poisoned]:
         """The unreadable items the reads since the last call skipped (each once)."""
@@ -428,6 +431,10 @@ class VectorStore(Protocol):
         ...
 
     def count(self, team: str, kind: VectorKind) -> int: ...
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Every team's live vectors by kind ({team: {"episodes": n, "patterns": m}}), in one pass."""
+        ...
 
     def health(self, team: str, kind: VectorKind) -> VectorHealth:
         """Live vectors, and the deleted ones the index still holds (rebuild's trigger)."""

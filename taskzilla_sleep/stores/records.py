@@ -157,18 +157,19 @@ class PatternUpdate(ItemUpdate):
 
 
 class GraphCounts(BaseModel):
-    """Sizes of the graph by label and status (for ``status`` and the report)."""
+    """Sizes of the graph by label and status (for ``status`` and the report); of one team, entities
+    and relationships are None (counted for the whole store only)."""
 
     episodes: dict[str, int] = Field(default_factory=dict)
     patterns: dict[str, int] = Field(default_factory=dict)
     contradictions: dict[str, int] = Field(default_factory=dict)
-    entities: int = 0
+    entities: int | None = 0
     tombstones: int = 0
-    relationships: int = 0
+    relationships: int | None = 0
 
     def sizes(self) -> dict[str, int]:
         """The store sizes ops watch grow (ledger, report, metrics): linear in patterns, not in messages."""
-        return {
+        sizes = {
             "episodes_total": sum(self.episodes.values()),
             "episodes_live": self.episodes.get("raw", 0) + self.episodes.get("absorbed", 0),
             "patterns_live": sum(v for k, v in self.patterns.items() if k in ("tentative", "active", "contested")),
@@ -179,6 +180,7 @@ class GraphCounts(BaseModel):
             "relationships": self.relationships,
             "quarantined": sum(c.get("quarantined", 0) for c in (self.episodes, self.patterns, self.contradictions)),
         }
+        return {k: v for k, v in sizes.items() if v is not None}
 
 
 @dataclass(frozen=True)

@@ -1583,6 +1583,38 @@ def test_counts_by_status_with_entities_tombstones_and_relationships(graph_store
     assert (sizes["contradictions_open"], sizes["quarantined"]) == (1, 0)
 
 
+def test_counts_of_one_team_leave_the_other_teams_out(graph_store: GraphStore) -> None:
+    """What a team job records in the ledger: its own team's sizes, so its cost does not grow with
+    the number of teams (entities and relationships are counted for the whole store only)."""
+    mine = [ep(0), ep(1), ep(2, status=EpisodeStatus.ABSORBED)]
+    theirs = [ep(i, team="mobile") for i in range(4)]
+    graph_store.upsert_episodes([*mine, *theirs], links([*mine, *theirs]))
+    graph_store.write_pattern(pat("pat-old", status=PatternStatus.ACTIVE), [], [EpisodeUpdate(id=mine[2].id)])
+    graph_store.write_pattern(pat("pat-new"), [], [])
+    graph_store.write_pattern(pat("pat-m", team="mobile"), [], [])
+    graph_store.open_contradiction(contra("con-1"), counter=1, old_confidence=0.5)
+    graph_store.retire_episodes([Retirement(theirs[0].id, EpisodeStatus.PRUNED, T0, "stale")])
+
+    platform, mobile = graph_store.counts("platform"), graph_store.counts("mobile")
+
+    assert platform == GraphCounts(
+        episodes={"raw": 2, "absorbed": 1},
+        patterns={"contested": 2},
+        contradictions={"open": 1},
+        entities=None,
+        tombstones=0,
+        relationships=None,
+    )
+    assert mobile == GraphCounts(
+        episodes={"raw": 3, "pruned": 1}, patterns={"tentative": 1}, entities=None, tombstones=1, relationships=None
+    )
+    assert "entities" not in platform.sizes() and "relationships" not in platform.sizes()
+    whole = graph_store.counts().sizes()
+    for key, value in platform.sizes().items():  # the teams' shares add up to the store
+        assert value + mobile.sizes()[key] == whole[key], key
+    assert graph_store.counts("ghost") == GraphCounts(entities=None, relationships=None)
+
+
 def test_an_empty_graph_counts_nothing(graph_store: GraphStore) -> None:
     assert graph_store.counts() == GraphCounts()
 

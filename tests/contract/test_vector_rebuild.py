@@ -91,6 +91,7 @@ def test_rebuild_keeps_every_live_vector_and_drops_the_dead_slots(open_store: Op
     assert [(h.id, h.text, h.metadata) for h in after_hits] == [(h.id, h.text, h.metadata) for h in before_hits]
     assert [h.similarity for h in after_hits] == pytest.approx([h.similarity for h in before_hits], abs=1e-6)
     assert store.teams() == ["alpha"] and store.count("alpha", "patterns") == 1
+    assert store.counts() == {"alpha": {"episodes": 3, "patterns": 1}}  # the current generation only
     assert store.drop_leftovers(0.0) == []  # the old generation is gone
     # Writes after the switch land in the new generation, and its deletes are counted afresh.
     store.upsert("alpha", "episodes", ["e9"], [TEXTS[0]], [{"i": 9}])

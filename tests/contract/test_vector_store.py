@@ -252,6 +252,19 @@ def test_teams_lists_teams_with_collections(vector_store: VectorStore) -> None:
     assert vector_store.teams() == ["alpha", "team_with_under_scores"]
 
 
+def test_counts_gives_every_teams_vectors_in_one_pass(vector_store: VectorStore) -> None:
+    assert vector_store.counts() == {}
+    upsert_three(vector_store, team="alpha")
+    vector_store.upsert("team_with_under_scores", "patterns", ["p"], [LUNCH], [{}])
+    vector_store.delete("alpha", "episodes", ["cat"])
+
+    assert vector_store.counts() == {
+        "alpha": {"episodes": 2},
+        "team_with_under_scores": {"patterns": 1},
+    }
+    assert vector_store.counts()["alpha"]["episodes"] == vector_store.count("alpha", "episodes")
+
+
 def test_reads_do_not_create_collections(vector_store: VectorStore) -> None:
     vector_store.count("ghost", "episodes")
     vector_store.present("ghost", "patterns")

@@ -39,7 +39,8 @@ def team_night(
     failed: tuple[str, StepName] | None = None,
 ) -> list[Run]:
     """A scheduled night as replicas record it: one run per team and step (a job per slot), each with
-    the slot and the team; store sizes are the whole store's, the index size the team's own."""
+    the slot and the team; store sizes and the index size are the team's own (each job retires one
+    of its team's live episodes)."""
     slot = (T0 + timedelta(days=day)).date().isoformat()
     runs: list[Run] = []
     for i, name in enumerate(steps):
@@ -59,7 +60,7 @@ def team_night(
                 cost_usd=0.01 if name == "distill" else 0.0,
                 error="StoreError: connection reset" if bad else None,
             )
-            k = 3 * i + j  # the whole store shrinks a little with every job
+            live = (100, 60, 40)[j] - i
             runs.append(
                 Run(
                     id=f"job-{slot}-{team}-{name}",
@@ -70,8 +71,8 @@ def team_night(
                     steps=[step],
                     slot=slot,
                     team=team,
-                    sizes_before={"episodes_total": 300, "episodes_live": 200 - k, "patterns_live": 10},
-                    sizes_after={"episodes_total": 300, "episodes_live": 199 - k, "patterns_live": 10},
+                    sizes_before={"episodes_total": 100, "episodes_live": live, "patterns_live": 4 - (j > 0)},
+                    sizes_after={"episodes_total": 100, "episodes_live": live - 1, "patterns_live": 4 - (j > 0)},
                     memory_index_entries=None if bad else index[j] + i,
                 )
             )
@@ -88,7 +89,7 @@ def ledger(*runs: Run) -> MemoryGraphStore:
 def test_a_night_of_three_teams_by_four_steps_is_one_night_in_the_report_and_the_metrics() -> None:
     at = T0 + timedelta(days=1, hours=8)
     watchdog = make_run(1, trigger="watchdog").model_copy(
-        update={"started_at": at, "now": at, "finished_at": at + timedelta(seconds=5), "slot": None}
+        update={"started_at": at, "now": at, "finished_at": at + timedelta(seconds=5), "slot": None, "team": TEAMS[0]}
     )
     watchdog.steps = [s for s in watchdog.steps if s.step == "distill"]
     g = ledger(*team_night(0), *team_night(1, merges=(0, 1, 1)), watchdog)
@@ -103,8 +104,11 @@ def test_a_night_of_three_teams_by_four_steps_is_one_night_in_the_report_and_the
     assert (first.llm_calls, first.prompt_tokens, first.cost_usd) == (6, 300, 0.03)
     assert first.started_at == T0 and first.duration_s == 15 * 60 + 20 + 3  # first job's start to last job's end
     assert first.step("reflect") is not None and first.step("reflect").duration_s == 22  # type: ignore[union-attr]
-    # Whole-store sizes: before the night's first job, after its last one.
+    # Store sizes: each team's before its first job and after its last one, summed over the teams.
     assert (first.sizes_before["episodes_live"], first.size("episodes_live")) == (200, 188)
+    assert (first.size("episodes_total"), first.size("patterns_live")) == (300, 10)
+    # The watchdog's run recorded its one team's sizes: not the store's, so not shown as the store's.
+    assert report.nights[2].sizes_after == {} and report.nights[2].size("episodes_live") is None
     # Each team's index after its last job (5+3, 7+3, 9+3), summed; the watchdog's one team is no night's index.
     assert first.memory_index_entries == 30 and report.memory_index_sizes == [30, 30]
     assert {s.name: s.verdict for s in report.signals}["failed_steps"] == "ok"
@@ -186,3 +190,15 @@ def test_a_team_jobs_gate_counts_what_the_nights_earlier_jobs_spent_on_distill()
     one_call = Estimate(groups=1, calls=1, prompt_tokens=5)
     assert gate.admit("beta", [one_call, one_call]) == (1, "budget: calls")  # beta's 2 + 1 = its 3
     assert gate.admit("gamma", [one_call] * 4) == (3, "budget: calls")  # the night's 4 + 3 = 7
+
+
+def test_a_nights_sizes_are_its_teams_summed_and_a_team_not_done_yet_counts_as_before() -> None:
+    runs = team_night(0, steps=("prune", "distill"))
+    open_job = runs[-1].model_copy(update={"id": "job-open", "finished_at": None, "sizes_after": {}})
+    runs = [*runs[:-1], open_job]  # gamma's distill is still running: its last sizes are prune's
+    night = merge_runs(runs, runs[0].slot or "")
+    assert night.sizes_before["episodes_live"] == 100 + 60 + 40
+    assert night.sizes_after["episodes_live"] == 98 + 58 + 39
+    # A run over every team (before team jobs) recorded the whole store: taken as it is.
+    whole = make_run(0).model_copy(update={"slot": runs[0].slot, "sizes_before": {"x": 5}, "sizes_after": {"x": 4}})
+    assert merge_runs([whole], runs[0].slot or "").sizes_after == {"x": 4}

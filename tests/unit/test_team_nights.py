@@ -22,6 +22,7 @@ from taskzilla_sleep.errors import Busy
 from taskzilla_sleep.lease import LEASE_NAME, Lease, _pid_namespace, exclusive, team_lease_name
 from taskzilla_sleep.models import STEP_NAMES, Run, StepResult
 from taskzilla_sleep.nights import due_jobs, merge_runs
+from taskzilla_sleep.pipeline import store_sizes
 from taskzilla_sleep.scheduler import NightlySchedule
 from taskzilla_sleep.settings import Settings, WatchdogSettings, WorkerSettings
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
@@ -127,6 +128,14 @@ def test_replicas_split_the_teams_and_each_step_runs_once_at_its_slot(
     assert jobs == [] and complete
     night = merge_runs(services.graph.slot_runs(SLOT), SLOT)
     assert [s.step for s in night.steps] == list(STEP_NAMES) and all(s.status == "ok" for s in night.steps)
+    # Each job recorded its own team's sizes (not the whole store's: that cost grew with the teams);
+    # the night's are the teams' summed, and equal the whole store's.
+    for team in TEAMS:
+        last = max((r for r in team_runs(services) if r.team == team), key=lambda r: r.started_at)
+        assert last.sizes_after == store_sizes(services.graph, services.vectors, team)
+    whole = store_sizes(services.graph, services.vectors)
+    assert night.sizes_after == {k: v for k, v in whole.items() if k not in ("entities", "relationships")}
+    assert night.sizes_before["episodes_total"] == 3 * len(TEAMS) == night.sizes_after["vectors_episodes"]
 
 
 def test_concurrent_team_jobs_in_one_process_run_each_step_once(tmp_path: Path) -> None:

@@ -63,18 +63,29 @@ class CypherAdmin(CypherBase):
             {r["team"] for r in self._read(Q["teams"]) if isinstance(r["team"], str) and _TEAM.match(r["team"])}
         )
 
-    def counts(self) -> GraphCounts:
+    def counts(self, team: str | None = None) -> GraphCounts:
         by: dict[str, dict[str, int]] = {}
+        scope, params = ("team_", {"team": team}) if team is not None else ("", {})
         for label in ("episodes", "patterns", "contradictions"):
-            rows = self._read(Q[f"count_{label}_by_status"])
+            rows = self._read(Q[f"{scope}count_{label}_by_status"], params)
             # An ingest in flight is not part of the store yet.
             by[label] = {str(r["status"]): int(r["n"]) for r in rows if r["status"] != STAGED}
+        tombstones = int(self._read(Q[f"{scope}count_tombstones"], params)[0]["n"])
+        if team is not None:  # entities and relationships are counted for the whole store only
+            return GraphCounts(
+                episodes=by["episodes"],
+                patterns=by["patterns"],
+                contradictions=by["contradictions"],
+                entities=None,
+                tombstones=tombstones,
+                relationships=None,
+            )
         return GraphCounts(
             episodes=by["episodes"],
             patterns=by["patterns"],
             contradictions=by["contradictions"],
             entities=int(self._read(Q["count_entities"])[0]["n"]),
-            tombstones=int(self._read(Q["count_tombstones"])[0]["n"]),
+            tombstones=tombstones,
             relationships=int(self._read(Q["count_relationships"])[0]["n"]),
         )
 

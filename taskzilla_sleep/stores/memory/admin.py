@@ -34,14 +34,28 @@ class MemoryGraphStore(MemoryOps):
             names = {e.team for e in self.episode_nodes.values()} | {p.team for p in self.pattern_nodes.values()}
         return sorted(t for t in names if _TEAM.match(t))
 
-    def counts(self) -> GraphCounts:
+    def counts(self, team: str | None = None) -> GraphCounts:
         with self._lock:
+            mine = (lambda t: True) if team is None else (lambda t: t == team)
+            episodes = dict(Counter(e.status.value for e in self.episode_nodes.values() if mine(e.team)))
+            patterns = dict(Counter(p.status.value for p in self.pattern_nodes.values() if mine(p.team)))
+            contradictions = dict(Counter(c.status.value for c in self.contradiction_nodes.values() if mine(c.team)))
+            tombstones = sum(1 for t in self.tombstone_nodes.values() if mine(t.get("team")))
+            if team is not None:  # entities and relationships are counted for the whole store only
+                return GraphCounts(
+                    episodes=episodes,
+                    patterns=patterns,
+                    contradictions=contradictions,
+                    entities=None,
+                    tombstones=tombstones,
+                    relationships=None,
+                )
             return GraphCounts(
-                episodes=dict(Counter(e.status.value for e in self.episode_nodes.values())),
-                patterns=dict(Counter(p.status.value for p in self.pattern_nodes.values())),
-                contradictions=dict(Counter(c.status.value for c in self.contradiction_nodes.values())),
+                episodes=episodes,
+                patterns=patterns,
+                contradictions=contradictions,
                 entities=len(self.entities),
-                tombstones=len(self.tombstone_nodes),
+                tombstones=tombstones,
                 relationships=len(self.mentions)
                 + len(self.about)
                 + len(self.evidence)

@@ -91,6 +91,12 @@ class MemoryVectorStore:
     def count(self, team: str, kind: VectorKind) -> int:
         return len(self.cols.get((team, kind), {}))
 
+    def counts(self) -> dict[str, dict[str, int]]:
+        found: dict[str, dict[str, int]] = {}
+        for (team, kind), col in self.cols.items():
+            found.setdefault(team, {})[kind] = len(col)
+        return found
+
     def health(self, team: str, kind: VectorKind) -> VectorHealth:
         key = (team, kind)
         return VectorHealth(self.count(team, kind), self.deleted.get(key, 0), self.generations.get(key, 0))

@@ -15,6 +15,18 @@ MATCH (n:Pattern) RETURN n.status AS status, count(n) AS n
 // -- count_contradictions_by_status --
 MATCH (n:Contradiction) RETURN n.status AS status, count(n) AS n
 
+// -- team_count_episodes_by_status --
+MATCH (n:Episode) WHERE n.team = $team RETURN n.status AS status, count(n) AS n
+
+// -- team_count_patterns_by_status --
+MATCH (n:Pattern) WHERE n.team = $team RETURN n.status AS status, count(n) AS n
+
+// -- team_count_contradictions_by_status --
+MATCH (n:Contradiction) WHERE n.team = $team RETURN n.status AS status, count(n) AS n
+
+// -- team_count_tombstones --
+MATCH (n:Tombstone) WHERE n.team = $team RETURN count(n) AS n
+
 // -- count_entities --
 MATCH (n:Entity) RETURN count(n) AS n
 
