@@ -227,7 +227,12 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "recall_last_day": keys[-1] if keys else "day1",
         "recall_last_p50_ms": last["p50_ms"],
         "recall_last_p95_ms": last["p95_ms"],
-        "recall_p95_ratio": rec["p95_ratio"],
+        "recall_p95_ratio_sequential": rec["p95_ratio"],
+        # The target's figure: day N and a day-1 twin timed back to back (scenario._recall_paired).
+        "recall_p95_ratio": rec["paired"]["p95_ratio"] if "paired" in rec else rec["p95_ratio"],
+        "recall_paired_day": rec["paired"]["day"] if "paired" in rec else None,
+        "recall_paired_now_p95_ms": rec["paired"]["now_p95_ms"] if "paired" in rec else None,
+        "recall_paired_day1_p95_ms": rec["paired"]["day1_p95_ms"] if "paired" in rec else None,
         "store_share": r["store_after_history"]["live_vectors_share"],
         "store_live_vectors": r["store_after_history"]["live_vectors"],
         "store_graph_nodes": r["store_after_history"]["graph_nodes"],
@@ -276,7 +281,10 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("LLM tokens per ingested episode", "{llm_tokens_per_episode:.1f}"),
     ("recall day 1 p50 / p95 ms", "{recall_day1_p50_ms:.1f} / {recall_day1_p95_ms:.1f}"),
     ("recall last day p50 / p95 ms", "{recall_last_p50_ms:.1f} / {recall_last_p95_ms:.1f} ({recall_last_day})"),
-    ("recall p95 last ÷ day 1", "{recall_p95_ratio:.2f}{v_recall_p95_ratio}"),
+    ("recall p95 last ÷ day 1, timed apart", "{recall_p95_ratio_sequential:.2f}"),
+    ("recall p95 paired: day N / day-1 twin ms", "{recall_paired_now_p95_ms} / {recall_paired_day1_p95_ms} "
+                                                 "(day {recall_paired_day})"),
+    ("recall p95 day N ÷ day-1 twin, back to back", "{recall_p95_ratio:.2f}{v_recall_p95_ratio}"),
     ("live vectors ÷ episodes ingested", "{store_share:.3f}{v_store_share} "
                                          "({store_live_vectors}/{store_episodes_ingested})"),
     ("graph nodes / edges", "{store_graph_nodes} / {store_graph_edges}"),
