@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from taskzilla_sleep.budget import Gate
+from taskzilla_sleep.budget import Gate, Tally
 from taskzilla_sleep.errors import StoreError, UsageError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.instruments import Instruments
@@ -86,6 +86,9 @@ class NightHooks:
     # The window's hard stop (schedule.window_end + grace): past it no model question is asked, the
     # rest of distill and the judging steps not started are recorded "deferred" (None: no stop).
     deadline: datetime | None = None
+    # What this process's jobs of the same scheduled night spent, shared by the jobs running at once
+    # (None: this night's own); other replicas' jobs are seen through the ledger as the night starts.
+    tally: Tally | None = None
 
 
 @dataclass
@@ -158,7 +161,8 @@ class _Night:
         )
         self.result = NightResult(run=run)
         self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
-        self.gate = Gate(services.settings.llm.night_budget, self.llm.usage, self.stamp, hooks.deadline)
+        budget = services.settings.llm.night_budget
+        self.gate = Gate(budget, self.llm.usage, self.stamp, hooks.deadline, hooks.tally, run.id)
 
     def context(self, team: str, now: datetime) -> StepContext:
         s = self.services
