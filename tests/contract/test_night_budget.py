@@ -105,7 +105,9 @@ def test_a_night_over_its_budget_stops_cleanly_and_the_next_night_finishes(stack
     assert d.deferred == [
         f"{TEAM}: {d.counts['deferred_groups']} group(s) deferred (budget: calls), taken first next night"
     ]
-    assert [s.status for s in first.run.steps] == ["ok", "deferred", "ok", "ok"]
+    # Reflect is budgeted too: the night's two calls are spent, its comparison waits for the next night.
+    assert [s.status for s in first.run.steps] == ["ok", "deferred", "deferred", "ok"]
+    assert first.run.steps[2].llm_calls == 0 and first.run.steps[2].counts["deferred_groups"] >= 1
     # The ledger says so, and so do run-once's text and the stored run.
     (stored,) = [r for r in stack.graph.runs(5) if r.id == first.run.id]
     assert stored.steps[1].status == "deferred" and stored.steps[1].deferred == d.deferred
