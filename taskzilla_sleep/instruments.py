@@ -151,8 +151,8 @@ class Instruments:
 
         self.deferred_groups = Counter(
             f"{PREFIX}_deferred_groups",
-            "Groups a night's distill left for the next night: the LLM budget (budget: calls, budget: "
-            "tokens) or the window's end (window) ran out",
+            "Groups a night's distill (comparisons its reflect) left for the next night: the LLM budget "
+            "(budget: calls, budget: tokens) or the window's end (window) ran out",
             ["step", "reason"],
             registry=r,
         )

@@ -19,11 +19,11 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
-from taskzilla_sleep.budget import Gate
+from taskzilla_sleep.budget import Gate, Tally
 from taskzilla_sleep.errors import StoreError, UsageError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.llm.base import LLMProvider
+from taskzilla_sleep.llm.base import LLMProvider, LLMUsage, usage_scope
 from taskzilla_sleep.memory_index import rebuild_memory
 from taskzilla_sleep.models import STEP_DONE, STEP_NAMES, Pattern, Run, RunTrigger, StepName, StepResult
 from taskzilla_sleep.quarantine import settle
@@ -86,6 +86,9 @@ class NightHooks:
     # The window's hard stop (schedule.window_end + grace): past it no model question is asked, the
     # rest of distill and the judging steps not started are recorded "deferred" (None: no stop).
     deadline: datetime | None = None
+    # What this process's jobs of the same scheduled night spent, shared by the jobs running at once
+    # (None: this night's own); other replicas' jobs are seen through the ledger as the night starts.
+    tally: Tally | None = None
 
 
 @dataclass
@@ -158,7 +161,8 @@ class _Night:
         )
         self.result = NightResult(run=run)
         self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
-        self.gate = Gate(services.settings.llm.night_budget, self.llm.usage, self.stamp, hooks.deadline)
+        budget = services.settings.llm.night_budget
+        self.gate = Gate(budget, self.llm.usage, self.stamp, hooks.deadline, hooks.tally, run.id)
 
     def context(self, team: str, now: datetime) -> StepContext:
         s = self.services
@@ -249,7 +253,9 @@ class _Night:
         if not dry_run:
             self.graph.save_run(self.result.run)  # ops can see which step is in flight
         t0 = time.perf_counter()
-        calls_before = _usage(self.llm)
+        # This job's calls only: the process's concurrent team jobs share the provider (and its usage).
+        job_usage = usage_scope()
+        used = job_usage.__enter__()
         try:
             for team in teams:
                 ctx = self.context(team, now)
@@ -292,7 +298,8 @@ class _Night:
             elapsed = time.perf_counter() - t0
             if self.hooks.instruments is not None and not dry_run:
                 self.hooks.instruments.step_duration.labels(step.name, res.status).observe(elapsed)
-            _usage_delta(res, calls_before, _usage(self.llm))
+            job_usage.__exit__(None, None, None)
+            _usage_delta(res, used)
             if step.prompt is not None:  # the judging steps: which prompt judged
                 res.prompt_ids = [self.llm.prompt_ids[step.prompt]]
             log.info(
@@ -351,16 +358,8 @@ def store_sizes(graph: GraphStore, vectors: VectorStore, team: str | None = None
     }
 
 
-Usage = tuple[int, int, int, float | None]
-
-
-def _usage(llm: LLMProvider) -> Usage:
-    u = llm.usage
-    return (u.calls, u.prompt_tokens, u.completion_tokens, u.cost_usd)
-
-
-def _usage_delta(res: StepResult, before: Usage, after: Usage) -> None:
-    res.llm_calls = after[0] - before[0]
-    res.prompt_tokens = after[1] - before[1]
-    res.completion_tokens = after[2] - before[2]
-    res.cost_usd = None if after[3] is None or before[3] is None else round(after[3] - before[3], 6)
+def _usage_delta(res: StepResult, used: LLMUsage) -> None:
+    res.llm_calls = used.calls
+    res.prompt_tokens = used.prompt_tokens
+    res.completion_tokens = used.completion_tokens
+    res.cost_usd = None if used.cost_usd is None else round(used.cost_usd, 6)

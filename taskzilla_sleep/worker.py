@@ -32,6 +32,7 @@ import structlog
 from taskzilla_sleep import presence
 from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
+from taskzilla_sleep.budget import Tally
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
@@ -74,6 +75,8 @@ class Worker:
         self._api_thread: threading.Thread | None = None
         self._missed_logged: set[str] = set()
         self._complete: set[str] = set()  # nights every team finished (no need to read the ledger again)
+        self._tallies: dict[str, Tally] = {}  # per scheduled night: the LLM spending its jobs here share
+        self._tallies_lock = threading.Lock()
         self._env = dict(os.environ if env is None else env)
         self.ingestor = services.ingestor(clock=self.clock.now)
         self.gate = IngestGate()
@@ -261,8 +264,18 @@ class Worker:
                 instruments=self.services.instruments,
                 # issue 15 part 2: the window's hard stop (a catch-up, run after the window by nature, has none)
                 deadline=self.schedule.deadline(night) if trigger == "schedule" else None,
+                tally=self._tally(key),
             )
             run_night(self.services, request, hooks)
+
+    def _tally(self, key: str) -> Tally:
+        """The night's LLM spending shared by this process's concurrent jobs (the last few nights kept)."""
+        with self._tallies_lock:
+            if key not in self._tallies:
+                for old in sorted(self._tallies)[:-3]:
+                    del self._tallies[old]
+                self._tallies[key] = Tally()
+            return self._tallies[key]
 
     def _wait_for_slot(self, night: datetime, step: StepName) -> bool:
         """A step never starts before its slot (nor before its predecessor: the chain is sequential)."""

@@ -11,7 +11,9 @@ answer is a failure — the question is asked again at the next distill, like af
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
@@ -128,7 +130,11 @@ class Unanswered:
 
 
 class LLMUsage:
-    """Per-run counters; thread-safe because calls run concurrently."""
+    """Per-run counters; thread-safe because calls run concurrently.
+
+    A provider's usage is the process's (the worker's concurrent team jobs share one client); what one
+    job asked is counted, besides, in the scopes it opened (:func:`usage_scope`): a context variable,
+    so the client's pool threads (run in a copy of the caller's context) count into the caller's."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -141,6 +147,10 @@ class LLMUsage:
         self.skipped = 0
 
     def add_call(self, prompt_tokens: int, completion_tokens: int, cost_usd: float | None) -> None:
+        for u in (self, *_SCOPES.get()):
+            u._add_call(prompt_tokens, completion_tokens, cost_usd)
+
+    def _add_call(self, prompt_tokens: int, completion_tokens: int, cost_usd: float | None) -> None:
         with self._lock:
             self.calls += 1
             self.prompt_tokens += prompt_tokens
@@ -151,8 +161,9 @@ class LLMUsage:
                 self.cost_usd += cost_usd
 
     def add(self, field: Literal["invalid_answers", "retries", "skipped"], n: int = 1) -> None:
-        with self._lock:
-            setattr(self, field, getattr(self, field) + n)
+        for u in (self, *_SCOPES.get()):
+            with u._lock:
+                setattr(u, field, getattr(u, field) + n)
 
     def as_dict(self) -> dict[str, int | float | None]:
         return {
@@ -164,6 +175,21 @@ class LLMUsage:
             "retries": self.retries,
             "skipped": self.skipped,
         }
+
+
+_SCOPES: ContextVar[tuple[LLMUsage, ...]] = ContextVar("taskzilla_llm_usage_scopes", default=())
+
+
+@contextmanager
+def usage_scope() -> Iterator[LLMUsage]:
+    """What the calls made inside the block (in this context and the threads it hands it to) used,
+    whatever other threads ask of the same provider meanwhile."""
+    mine = LLMUsage()
+    token = _SCOPES.set((*_SCOPES.get(), mine))
+    try:
+        yield mine
+    finally:
+        _SCOPES.reset(token)
 
 
 class LLMProvider(Protocol):

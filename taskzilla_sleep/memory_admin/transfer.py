@@ -44,7 +44,7 @@ from taskzilla_sleep.models import (
 )
 from taskzilla_sleep.steps.distill.read import LAST_DISTILL, LEGACY_WATERMARK
 from taskzilla_sleep.steps.distill.write import JOURNAL
-from taskzilla_sleep.steps.reflect import WATERMARK
+from taskzilla_sleep.steps.reflect import DEFERRED, WATERMARK
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
     EpisodeRecord,
@@ -57,7 +57,7 @@ from taskzilla_sleep.stores.ports import (
 
 FORMAT = "taskzilla-export"
 VERSION = 1
-META_KEYS = (WATERMARK, LAST_DISTILL, LEGACY_WATERMARK, JOURNAL)  # each "...:{team}"
+META_KEYS = (WATERMARK, DEFERRED, LAST_DISTILL, LEGACY_WATERMARK, JOURNAL)  # each "...:{team}"
 ALL_RUNS = 1_000_000
 BATCH = 500
 

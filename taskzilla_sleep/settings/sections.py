@@ -91,8 +91,9 @@ class EmbeddingSettings(_Section):
 
 
 class NightBudget(_Section):
-    """What a night's distill may spend on the model (null: unlimited). Checked before each batch of
-    questions: the batch that would go over is not asked, its groups stay pending for the next night."""
+    """What a night's distill and reflect may spend on the model (null: unlimited). Checked before each
+    batch of questions: the batch that would go over is not asked, its groups (reflect: comparisons)
+    stay pending for the next night."""
 
     calls: int | None = Field(default=None, ge=0)  # per night, every team together
     tokens: int | None = Field(default=None, ge=0)  # prompt + completion, per night

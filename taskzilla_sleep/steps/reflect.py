@@ -9,6 +9,11 @@ changed its practice) contests the old belief and keeps the new one usable, awai
 confirmation; a ``disagreement`` contests both. Nothing is overwritten; pinned facts are never
 merged or contested away.
 
+Budget and window (``budget.Gate``): before each round of calls, its estimate is let through or not;
+the pairs not asked are left untouched and their changed patterns recorded (``DEFERRED``, written
+before the watermark moves), so the next reflect selects them again, first, and asks what is still
+undecided; nothing is merged or contested without its verdict.
+
 A comparison whose answer was unusable (invalid even after the corrective retry) is not a verdict:
 the pattern is compared again at the next reflect, at most ``reflect.max_attempts`` times in all
 (then given up and reported), and a reflect in which no comparison got a usable answer is a failed
@@ -17,6 +22,7 @@ step, like a 5xx.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +31,9 @@ from datetime import datetime, timedelta
 import numpy as np
 import structlog
 
+from taskzilla_sleep import budget
 from taskzilla_sleep.beliefs import injection, slots
+from taskzilla_sleep.budget import Deferral, Estimate, Reason
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict
 from taskzilla_sleep.models import (
@@ -57,6 +65,9 @@ from taskzilla_sleep.text import one_line
 log = structlog.get_logger(__name__)
 
 WATERMARK = "reflect_watermark:{team}"
+# Changed patterns some of whose comparisons the budget or the window left (a JSON list of ids): the
+# next reflect takes them first, whatever the watermark says ("": none).
+DEFERRED = "reflect_deferred:{team}"
 UNRELATED = "UNRELATED_TO"
 
 
@@ -80,6 +91,11 @@ class ReflectInputs:
     spans: Mapping[str, Span]  # of every compared pattern: when and by whom it was stated
     absorbed: Mapping[str, Episode]  # the team's absorbed episodes (a merge re-points them)
     prompt_id: str
+    held: tuple[str, ...] = ()  # DEFERRED as read: patterns a budgeted reflect left
+    deferred: tuple[str, ...] = ()  # changed patterns with a comparison not asked (budget or window)
+    deferred_pairs: int = 0
+    deferred_reason: Reason | None = None
+    estimate: Estimate = Estimate()  # what asking every pair worth asking takes (before the gate)
 
 
 @dataclass
@@ -104,6 +120,11 @@ class ReflectPlan(PlanBase):
     failure: str | None = None  # no comparison got a usable answer: the step fails after applying
     unrelated: list[tuple[str, str]] = field(default_factory=list)  # (new, old) the model called unrelated
     prompt_id: str = ""
+    held: tuple[str, ...] = ()  # see ReflectInputs
+    deferred: tuple[str, ...] = ()
+    deferred_pairs: int = 0
+    deferred_reason: Reason | None = None
+    estimate: Estimate = field(default_factory=Estimate)
 
     def lines(self) -> list[str]:
         out = [
@@ -124,6 +145,11 @@ class ReflectPlan(PlanBase):
         ]
         if self.unanswered:
             out.append(f"? {self.unanswered} comparison(s) got no usable answer ({self.given_up} given up)")
+        if self.estimate.groups:
+            out.append(f"= {self.team} {self.estimate.line().replace('group(s)', 'comparison(s)', 1)}")
+        left = self.deferral()
+        if left is not None:
+            out.append(f"… {left.line()}")
         return out
 
     def counts(self) -> dict[str, int]:
@@ -138,6 +164,8 @@ class ReflectPlan(PlanBase):
             "unanswered": self.unanswered,
             "given_up": self.given_up,
             "guarded": self.guarded,
+            "deferred_groups": self.deferred_pairs,  # comparisons not asked (budget or window)
+            **self.estimate.counts(),
         }
 
     def empty(self) -> bool:
@@ -145,6 +173,14 @@ class ReflectPlan(PlanBase):
 
     def notes(self) -> dict[str, list[str]]:
         return {"stale": [f"{x.id}: {one_line(x.statement, 80)}" for x in self.stale]}
+
+    def deferral(self) -> Deferral | None:
+        if not self.deferred_pairs:
+            return None
+        return Deferral(self.team, self.deferred_pairs, self.deferred_reason or "budget", "comparison")
+
+    def estimate_cost(self) -> float | None:
+        return self.estimate.cost_usd
 
 
 # -- read -----------------------------------------------------------------------------------------
@@ -156,12 +192,17 @@ def read(ctx: StepContext) -> ReflectInputs:
     patterns = {x.id: x for x in ctx.graph.patterns(ctx.team)} | ctx.pending_patterns
     live = {i: x for i, x in patterns.items() if x.status in PATTERN_LIVE}
     retry = ctx.settings.reflect.max_attempts
+    held = _held(ctx.graph.get_meta(DEFERRED.format(team=ctx.team)))
     changed = sorted(
-        (x for x in live.values() if watermark is None or x.updated_at > watermark or 0 < x.reflect_attempts < retry),
-        key=lambda x: (x.first_seen, x.id),
+        (
+            x
+            for x in live.values()
+            if watermark is None or x.updated_at > watermark or 0 < x.reflect_attempts < retry or x.id in held
+        ),
+        key=lambda x: (x.id not in held, x.first_seen, x.id),  # what a budget left is taken first
     )
     prompt = ctx.llm.prompt_ids["reflect"]
-    inputs = ReflectInputs(ctx.team, live, tuple(changed), (), {}, {}, prompt)
+    inputs = ReflectInputs(ctx.team, live, tuple(changed), (), {}, {}, prompt, held=held)
     if not changed or len(live) < 2:
         return inputs
 
@@ -182,10 +223,66 @@ def read(ctx: StepContext) -> ReflectInputs:
     requests = [
         ReflectRequest(team=ctx.team, new=views[n.id], old=views[o.id], similarity=round(s, 4)) for n, o, s, _ in pairs
     ]
-    verdicts = ctx.llm.classify_many(requests)
+    parts = [budget.estimate_reflect_batch([requests[i] for i in b]) for b in budget.reflect_batches(requests)]
+    pending = budget.total(len(requests), parts, ctx.settings.llm.model) if requests else Estimate()
+    verdicts, reason = _ask(ctx, requests)
     absorbed = {e.id: e for e in ctx.graph.episodes_by_status(ctx.team, [EpisodeStatus.ABSORBED.value])}
-    comparisons = tuple(Comparison(n, o, s, why, v) for (n, o, s, why), v in zip(pairs, verdicts, strict=True))
-    return ReflectInputs(ctx.team, live, tuple(changed), comparisons, spans, absorbed, prompt)
+    comparisons = tuple(
+        Comparison(n, o, s, why, verdicts[i]) for i, (n, o, s, why) in enumerate(pairs) if i in verdicts
+    )
+    left = [why for i, (_, _, _, why) in enumerate(pairs) if i not in verdicts]
+    return ReflectInputs(
+        ctx.team,
+        live,
+        tuple(changed),
+        comparisons,
+        spans,
+        absorbed,
+        prompt,
+        held=held,
+        deferred=tuple(dict.fromkeys(left)),
+        deferred_pairs=len(left),
+        deferred_reason=reason if left else None,
+        estimate=pending,
+    )
+
+
+def _held(raw: str | None) -> tuple[str, ...]:
+    """DEFERRED's pattern ids (an unreadable value is an empty list: the watermark's selection stands)."""
+    try:
+        ids = json.loads(raw) if raw else []
+    except ValueError:
+        log.warning("reflect_deferred_unreadable", value=raw[:100] if raw else raw)
+        return ()
+    return tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else ()
+
+
+def _ask(ctx: StepContext, requests: Sequence[ReflectRequest]) -> tuple[dict[int, Verdict | Unanswered], Reason | None]:
+    """The verdicts by index into ``requests``, and why the rest were not asked (None: all were).
+
+    Without a budget or a deadline, everything in one go. Otherwise, in pair order (what an earlier
+    night deferred first), a round of at most ``max_concurrency`` calls at a time, each let through by
+    the gate: the first call it holds back ends the asking; what was not asked is left for next night."""
+    gate = ctx.gate
+    if not requests:
+        return {}, None
+    if gate is None or not gate.limited:
+        return dict(enumerate(ctx.llm.classify_many(requests))), None
+    queue = budget.reflect_batches(requests)
+    got: dict[int, Verdict | Unanswered] = {}
+    width = ctx.settings.llm.max_concurrency
+    while queue:
+        nxt = queue[:width]
+        costs = [budget.estimate_reflect_batch([requests[i] for i in b]) for b in nxt]
+        n, reason = gate.admit(ctx.team, costs)
+        ids = [i for b in nxt[:n] for i in b]
+        if ids:
+            with gate.asking(ctx.team, costs[:n]):
+                got.update(zip(ids, ctx.llm.classify_many([requests[i] for i in ids]), strict=True))
+        if reason is not None:
+            return got, reason
+        queue = queue[n:]
+    return got, None
 
 
 def candidate_pairs(
@@ -252,7 +349,15 @@ def _view(x: Pattern, evidence: Sequence[Episode], span: Span) -> PatternView:
 
 def decide(inputs: ReflectInputs, settings: Settings, now: datetime) -> ReflectPlan:
     s = settings.reflect
-    plan = ReflectPlan(team=inputs.team, prompt_id=inputs.prompt_id)
+    plan = ReflectPlan(
+        team=inputs.team,
+        prompt_id=inputs.prompt_id,
+        held=inputs.held,
+        deferred=inputs.deferred,
+        deferred_pairs=inputs.deferred_pairs,
+        deferred_reason=inputs.deferred_reason,
+        estimate=inputs.estimate,
+    )
     plan.stale = [x for x in inputs.live.values() if is_stale(x, now, timedelta(days=s.stale_after_days))]
     if not inputs.comparisons and (not inputs.changed or len(inputs.live) < 2):
         return plan
@@ -394,6 +499,10 @@ def write(ctx: StepContext, plan: ReflectPlan) -> dict[str, int]:
         ctx.graph.open_contradiction(c, counter=new.support_count, old_confidence=after_counter(old, new))
         crashpoint("reflect.after_contradiction")
         log.warning("contradiction_opened", contradiction_id=c.id, old=old.id, new=new.id, team=ctx.team)
+    if plan.held or plan.deferred:
+        # Before the watermark moves: a crash in between asks again what this reflect asked, never
+        # forgets what it did not.
+        ctx.graph.set_meta(DEFERRED.format(team=ctx.team), json.dumps(list(plan.deferred)) if plan.deferred else "")
     crashpoint("reflect.before_watermark")
     # The comparisons to ask again and the watermark, in one write.
     ctx.graph.update_patterns_and_meta(plan.attempts, WATERMARK.format(team=ctx.team), str(to_ms(ctx.now)))

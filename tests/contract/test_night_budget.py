@@ -105,7 +105,9 @@ def test_a_night_over_its_budget_stops_cleanly_and_the_next_night_finishes(stack
     assert d.deferred == [
         f"{TEAM}: {d.counts['deferred_groups']} group(s) deferred (budget: calls), taken first next night"
     ]
-    assert [s.status for s in first.run.steps] == ["ok", "deferred", "ok", "ok"]
+    # Reflect is budgeted too: the night's two calls are spent, its comparison waits for the next night.
+    assert [s.status for s in first.run.steps] == ["ok", "deferred", "deferred", "ok"]
+    assert first.run.steps[2].llm_calls == 0 and first.run.steps[2].counts["deferred_groups"] >= 1
     # The ledger says so, and so do run-once's text and the stored run.
     (stored,) = [r for r in stack.graph.runs(5) if r.id == first.run.id]
     assert stored.steps[1].status == "deferred" and stored.steps[1].deferred == d.deferred
@@ -168,3 +170,55 @@ def test_a_dry_run_prints_the_estimate_and_what_the_budget_would_defer(stacks: l
     groups = d.counts["estimate_groups"]
     assert groups >= 4 and f"= {TEAM} estimate: {groups} group(s), {groups} call(s)" in text  # one group a call
     assert f"{TEAM}: {groups} group(s) deferred (budget: tokens)" in text
+
+
+def _state(stack: Stack) -> tuple[list[tuple[str, int, str]], list[tuple[str, str, str, str]]]:
+    """The patterns and the contradictions (by the statements they oppose, so two stacks compare)."""
+    text = {p.id: p.statement for p in stack.graph.patterns(TEAM)}
+    opened = sorted(
+        (text[c.old_pattern_id], text[c.new_pattern_id], c.kind.value, c.status.value)
+        for c in stack.graph.contradictions(TEAM)
+    )
+    return _patterns(stack), opened
+
+
+def test_a_night_whose_budget_runs_out_in_reflect_defers_comparisons_and_the_next_night_judges_them(
+    stacks: list[Stack],
+) -> None:
+    stack, ref = stacks
+    ref.ingest_sample()
+    with LLMStub(default=good_model) as stub:
+        whole = _night(ref, stub.url, NIGHT)
+        reference = _night(ref, stub.url, NEXT)
+    assert whole.ok and reference.ok and not whole.deferred
+    # A budgeted distill asks the settings' batch_groups (1) a call: its estimate's calls.
+    distill_calls, reflect_calls = whole.run.steps[1].counts["estimate_calls"], whole.run.steps[2].llm_calls
+    assert reflect_calls >= 2 and whole.run.steps[2].counts["compared"] >= 2
+    expected = _state(ref)
+    assert expected[1], "the sample must open a contradiction for this test to mean something"
+
+    # Distill fits, reflect gets one call: the night stops between two calls, cleanly.
+    stack = _budgeted(stack, NightBudget(calls=distill_calls + 1))
+    stack.ingest_sample()
+    with LLMStub(default=good_model) as stub:
+        first = _night(stack, stub.url, NIGHT)
+        asked = sum(1 for b in stub.requests if "Groups asked" not in str(b))
+    steps = {s.step: s for s in first.run.steps}
+    assert first.ok, [(s.step, s.status, s.error) for s in first.run.steps]
+    assert [s.status for s in first.run.steps] == ["ok", "ok", "deferred", "ok"]
+    r = steps["reflect"]
+    assert r.llm_calls == 1 == asked  # the budget, not one call more
+    left = r.counts["deferred_groups"]
+    assert left >= 1 and r.counts["estimate_calls"] == reflect_calls
+    assert r.counts["estimate_groups"] == r.counts["compared"] + left
+    assert r.deferred == [f"{TEAM}: {left} comparison(s) deferred (budget: calls), taken first next night"]
+    assert "comparison(s) deferred (budget: calls)" in render_night(first, stack.graph)
+    _consistent(stack)
+
+    stack = _budgeted(stack, NightBudget())
+    with LLMStub(default=good_model) as stub:
+        second = _night(stack, stub.url, NEXT)
+    assert second.ok and not second.deferred
+    assert second.run.steps[2].counts["compared"] == left  # exactly what was left, nothing asked twice
+    _consistent(stack)
+    assert _state(stack) == expected

@@ -186,10 +186,10 @@ def test_a_team_jobs_gate_counts_what_the_nights_earlier_jobs_spent_on_distill()
     gate = Gate(budget, LLMUsage(), lambda: T0, None)
     earlier = [r for r in team_night(0) if r.team in ("alpha", "beta")]  # 2 distill calls each, 110 tokens
     gate.seed(earlier, "beta")
-    assert gate.night == [4, 220] and gate.team == {"beta": [2, 110]}
+    assert gate.spent("beta") == ((4, 220), (2, 110))
     one_call = Estimate(groups=1, calls=1, prompt_tokens=5)
     assert gate.admit("beta", [one_call, one_call]) == (1, "budget: calls")  # beta's 2 + 1 = its 3
-    assert gate.admit("gamma", [one_call] * 4) == (3, "budget: calls")  # the night's 4 + 3 = 7
+    assert gate.admit("gamma", [one_call] * 4) == (2, "budget: calls")  # the night's 4 + beta's 1 + 2 = 7
 
 
 def test_a_nights_sizes_are_its_teams_summed_and_a_team_not_done_yet_counts_as_before() -> None:

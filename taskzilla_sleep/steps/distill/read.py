@@ -177,9 +177,8 @@ def _ask(
         if n == 0 and (nxt or reason == "window"):
             return got, reason
         ids = [*small, *(i for b in nxt[:n] for i in b)]
-        before = gate.snapshot()
-        got.update(zip(ids, ctx.llm.distill_many([requests[i] for i in ids]), strict=True))
-        gate.charge(ctx.team, before, costs[:n])
+        with gate.asking(ctx.team, costs[:n]):
+            got.update(zip(ids, ctx.llm.distill_many([requests[i] for i in ids]), strict=True))
         queue, small = queue[n:], []
         if reason is not None and queue:
             return got, reason

@@ -58,17 +58,18 @@ def test_the_gate_lets_through_what_fits_the_night_and_the_team_and_stops_at_the
     now = [NIGHT]
     assert not Gate(NightBudget(), LLMUsage(), lambda: now[0], None).limited
     night = Gate(NightBudget(calls=3), LLMUsage(), lambda: now[0], None)
-    assert night.limited and night.admit("a", [one] * 4) == (3, "budget: calls")
-    night.charge("a", night.snapshot(), [one] * 2)  # a provider that counts nothing: charged its estimate
+    assert night.limited and night.admit("a", [one] * 2) == (2, None)  # admitted: reserved at once
+    with night.asking("a", [one] * 2):  # a provider that counts nothing: charged its estimate
+        pass
+    assert night.spent("a") == ((2, 300), (2, 300))
     assert night.admit("b", [one] * 2) == (1, "budget: calls")  # the night's budget is shared by the teams
     usage = LLMUsage()
     tokens = Gate(NightBudget(tokens=400, team_calls=2), usage, lambda: now[0], None)
     assert tokens.admit("a", [one] * 3) == (2, "budget: calls")
-    before = tokens.snapshot()
-    usage.add_call(20, 10, None)  # what the provider counted replaces the estimate
-    tokens.charge("a", before, [one])
-    assert tokens.night == [1, 30] and tokens.admit("a", [one] * 2) == (1, "budget: calls")
-    assert tokens.admit("b", [one] * 3) == (2, "budget: calls")
+    with tokens.asking("a", [one] * 2):
+        usage.add_call(20, 10, None)  # what the provider counted for these calls replaces the estimate
+    assert tokens.spent("a") == ((1, 30), (1, 30)) and tokens.admit("a", [one] * 2) == (1, "budget: calls")
+    assert tokens.admit("b", [one] * 3) == (1, "budget: tokens")  # 180 spent or reserved, +150, +150 > 400
     assert Gate(NightBudget(tokens=400), usage, lambda: now[0], None).admit("c", [one] * 3) == (2, "budget: tokens")
     window = Gate(NightBudget(), LLMUsage(), lambda: now[0], NIGHT + timedelta(minutes=30))
     assert window.limited and window.admit("a", [one] * 9) == (9, None)
