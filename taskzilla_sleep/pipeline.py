@@ -236,7 +236,12 @@ class _Night:
         self.result.quarantined = drift.quarantined
         run = self.result.run
         if run.slot is not None and run.team is not None:  # a team job: its night's earlier jobs spent too
-            self.gate.seed(self.graph.slot_runs(run.slot), run.team)
+            b = self.services.settings.llm.night_budget
+            # The whole night's ledger only when the night has a limit: it grows with the teams.
+            if b.calls is not None or b.tokens is not None:
+                self.gate.seed(self.graph.slot_runs(run.slot), run.team)
+            elif b.team_calls is not None or b.team_tokens is not None:
+                self.gate.seed(self.graph.slot_runs(run.slot, run.team), run.team)
         run.sizes_before = store_sizes(self.graph, self.services.vectors, run.team)
         self.graph.save_run(run)
         # Before anything plans: finish what a crashed run left half-applied, from its journal.
