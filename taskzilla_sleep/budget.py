@@ -259,3 +259,21 @@ class Gate:
 
 def _over(spent: int, limit: int | None) -> bool:
     return limit is not None and spent > limit
+
+
+class Tallies:
+    """A process's tallies, one per scheduled night (the last few kept): what its concurrent team
+    jobs of that night share."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self._keep = keep
+        self._by_night: dict[str, Tally] = {}
+        self._lock = threading.Lock()
+
+    def of(self, night: str) -> Tally:
+        with self._lock:
+            if night not in self._by_night:
+                for old in sorted(self._by_night)[: -(self._keep - 1)]:
+                    del self._by_night[old]
+                self._by_night[night] = Tally()
+            return self._by_night[night]

@@ -32,15 +32,16 @@ import structlog
 from taskzilla_sleep import presence
 from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.budget import Tally
+from taskzilla_sleep.budget import Tallies
 from taskzilla_sleep.errors import ConfigError
+from taskzilla_sleep.handover import BusyLeases, wake_timer
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.service import IngestGate, MemoryService
-from taskzilla_sleep.watchdog import watchdog_due
+from taskzilla_sleep.watchdog import WatchdogPass, watchdog_pass
 
 if TYPE_CHECKING:
     from taskzilla_sleep.api import ApiDeps
@@ -75,8 +76,8 @@ class Worker:
         self._api_thread: threading.Thread | None = None
         self._missed_logged: set[str] = set()
         self._complete: set[str] = set()  # nights every team finished (no need to read the ledger again)
-        self._tallies: dict[str, Tally] = {}  # per scheduled night: the LLM spending its jobs here share
-        self._tallies_lock = threading.Lock()
+        self._tallies = Tallies()  # per scheduled night: the LLM spending its jobs here share
+        self._busy = BusyLeases()  # this pass's teams another replica held: look again when they expire
         self._env = dict(os.environ if env is None else env)
         self.ingestor = services.ingestor(clock=self.clock.now)
         self.gate = IngestGate()
@@ -160,6 +161,7 @@ class Worker:
         now = self.clock.now()
         night = self.schedule.last_night(now)
         key = self.schedule.key(night)
+        self._busy.clear()
         if key not in self._complete:
             late = now - night
             catch_up = first and self.settings.worker.catch_up
@@ -182,10 +184,19 @@ class Worker:
         wake_at = min(self.schedule.next_night(now), now + timedelta(seconds=self.settings.worker.poll_s))
         night = self.schedule.last_night(now)
         step_at = next_slot(lambda step: self.schedule.step_slot(night, step), now)
-        if step_at is not None and self.schedule.key(night) not in self._complete:
+        open_night = self.schedule.key(night) not in self._complete
+        if step_at is not None and open_night:
             wake_at = min(wake_at, step_at)  # a team's next step is due at its slot, not a poll later
         self._wake.clear()
-        self.clock.sleep((wake_at - now).total_seconds(), self._wake)
+        # A team another replica held: look again once its lease expires (a dead holder's team is ours then).
+        timer = wake_timer(
+            self._busy.wake_in(time.time(), self.settings.worker.poll_s) if open_night else None, self._wake
+        )
+        try:
+            self.clock.sleep((wake_at - now).total_seconds(), self._wake)
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _quiet(self) -> AbstractContextManager[None]:
         return self.gate.quiet(INGEST_WAIT_S)
@@ -195,7 +206,8 @@ class Worker:
         (run-once, an import, a forget) holds the consolidation lease (it waits for team jobs to end)."""
         lease = Lease(self.services.graph, team_lease_name(team), self.settings.worker.lease_ttl_s, holder_id("worker"))
         if not lease.try_acquire():
-            holder, _ = lease.holder()
+            holder, expires_ms = lease.holder()
+            self._busy.note(team, expires_ms)
             log.info("lease_busy", work=what, team=team, holder=holder)
             return None
         whole = live_holder(self.services.graph, LEASE_NAME)
@@ -264,18 +276,9 @@ class Worker:
                 instruments=self.services.instruments,
                 # issue 15 part 2: the window's hard stop (a catch-up, run after the window by nature, has none)
                 deadline=self.schedule.deadline(night) if trigger == "schedule" else None,
-                tally=self._tally(key),
+                tally=self._tallies.of(key),
             )
             run_night(self.services, request, hooks)
-
-    def _tally(self, key: str) -> Tally:
-        """The night's LLM spending shared by this process's concurrent jobs (the last few nights kept)."""
-        with self._tallies_lock:
-            if key not in self._tallies:
-                for old in sorted(self._tallies)[:-3]:
-                    del self._tallies[old]
-                self._tallies[key] = Tally()
-            return self._tallies[key]
 
     def _wait_for_slot(self, night: datetime, step: StepName) -> bool:
         """A step never starts before its slot (nor before its predecessor: the chain is sequential)."""
@@ -304,39 +307,32 @@ class Worker:
         self._outbox.enqueue_summary(f"summary_{key}", text, self.settings.alerts.channels, self.clock.now())
 
     def _watchdog(self) -> None:
-        for team in self.services.graph.teams():
+        graph, s = self.services.graph, self.settings.watchdog
+        for team in graph.teams():
             if self._stop.is_set():
                 return
-            now = self.clock.now()
-            due, n = watchdog_due(self.services.graph, team, now, self.settings.watchdog)
-            if not due:
+            if watchdog_pass(graph, team, self.clock.now(), s) is None:
                 continue
-
-            def work(team: str = team, n: int = n) -> None:
-                due_again, _ = watchdog_due(self.services.graph, team, self.clock.now(), self.settings.watchdog)
-                if not due_again:
-                    return
-                log.info("watchdog_triggered", team=team, new_episodes=n)
-                request = NightRequest(
-                    now=self.clock.now(),
-                    steps=["distill"],
-                    trigger="watchdog",
-                    teams=[team],
-                    lookback=timedelta(hours=self.settings.watchdog.lookback_hours),
-                )
-                hooks = NightHooks(
-                    clock=self.clock.now,
-                    should_stop=self._stop.is_set,
-                    quiet=self._quiet,
-                    instruments=self.services.instruments,
-                )
-                result = run_night(self.services, request, hooks)
-                log.info("watchdog_finished", team=team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
-
             lease = self._claim(team, f"watchdog {team}")  # the team's lease: never during its night
-            if lease is not None:
-                with holding(lease):
-                    work()
+            if lease is None:
+                continue
+            with holding(lease):
+                due = watchdog_pass(graph, team, self.clock.now(), s)  # again, under the lease
+                if due is not None:
+                    self._watchdog_pass(due)
+
+    def _watchdog_pass(self, due: WatchdogPass) -> None:
+        left = due.deferred
+        groups, why = (left.groups, left.reason) if left is not None else (0, None)
+        log.info("watchdog_triggered", team=due.team, new_episodes=due.new_episodes, deferred=groups, reason=why)
+        hooks = NightHooks(
+            clock=self.clock.now,
+            should_stop=self._stop.is_set,
+            quiet=self._quiet,
+            instruments=self.services.instruments,
+        )
+        result = run_night(self.services, due.request(self.clock.now(), self.settings.watchdog), hooks)
+        log.info("watchdog_finished", team=due.team, ok=result.ok, pattern_lags_s=result.run.pattern_lags_s)
 
     def _alerts(self) -> None:
         """Queue an alert for every open contradiction (idempotent, so a crash loses none), deliver what is due."""

@@ -190,6 +190,9 @@ class WatchdogSettings(_Section):
     episode_threshold: int = Field(default=3, ge=1)
     cooldown_minutes: float = Field(default=30, ge=0)
     lookback_hours: float = Field(default=2, gt=0)
+    # A team whose last night left distill groups deferred (budget, window) is due after the cooldown:
+    # one pass over the whole distill window takes them (under the night budget per pass).
+    take_deferred: bool = True
 
 
 class ScheduleSettings(_Section):

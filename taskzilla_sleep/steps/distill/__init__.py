@@ -15,10 +15,19 @@ from __future__ import annotations
 
 from taskzilla_sleep.steps.distill.decide import decide
 from taskzilla_sleep.steps.distill.plan import DistillPlan, PatternChange
-from taskzilla_sleep.steps.distill.read import LAST_DISTILL, AskedGroup, DistillInputs, last_distill, read
+from taskzilla_sleep.steps.distill.read import (
+    DEFERRED,
+    LAST_DISTILL,
+    AskedGroup,
+    DistillInputs,
+    last_deferral,
+    last_distill,
+    read,
+)
 from taskzilla_sleep.steps.distill.write import JOURNAL, resume, write
 
 __all__ = [
+    "DEFERRED",
     "JOURNAL",
     "LAST_DISTILL",
     "AskedGroup",
@@ -26,6 +35,7 @@ __all__ = [
     "DistillPlan",
     "PatternChange",
     "decide",
+    "last_deferral",
     "last_distill",
     "read",
     "resume",

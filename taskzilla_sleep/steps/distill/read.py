@@ -3,6 +3,7 @@ the model's answers for the groups worth asking about. Everything ``decide`` nee
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from datetime import datetime, timedelta
 
 from taskzilla_sleep import budget
 from taskzilla_sleep.beliefs import Slots, slots, topics
-from taskzilla_sleep.budget import Estimate
+from taskzilla_sleep.budget import Deferral, Estimate
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import PATTERN_LIVE, Episode, EpisodeStatus, Pattern, from_ms
 from taskzilla_sleep.policies import Candidate, distinct_texts, group_episodes, group_key, is_learnable
@@ -19,6 +20,9 @@ from taskzilla_sleep.steps.base import StepContext, Vector
 from taskzilla_sleep.stores.ports import GraphStore, Mention
 
 LAST_DISTILL = "last_distill_at:{team}"  # nightly or watchdog: the watchdog's cooldown counts from it
+# What the last full-window distill (a night's, or a watchdog pass that took the night's leftovers)
+# did not ask, as ``{"groups": n, "reason": ...}``; "" once a full-window distill asked everything.
+DEFERRED = "distill_deferred:{team}"
 # Written by versions whose nightly "new" meant "timestamped after the last night": an episode stored
 # and timestamped before it was distilled then. Read only, to carry such stores over.
 LEGACY_WATERMARK = "distill_watermark:{team}"
@@ -59,6 +63,18 @@ def last_distill(graph: GraphStore, team: str) -> datetime | None:
     """The clock time of the last distill (nightly or watchdog) of ``team``: what the watchdog counts from."""
     raw = graph.get_meta(LAST_DISTILL.format(team=team))
     return from_ms(int(raw)) if raw else None
+
+
+def last_deferral(graph: GraphStore, team: str) -> Deferral | None:
+    """The groups the last full-window distill of ``team`` left for later (budget or window), if any."""
+    raw = graph.get_meta(DEFERRED.format(team=team))
+    if not raw:
+        return None
+    try:
+        d = json.loads(raw)
+        return Deferral(team, int(d["groups"]), str(d["reason"]))
+    except (ValueError, KeyError, TypeError):
+        return Deferral(team, 1, "unknown")  # unreadable: assume work is left (a pass that finds none clears it)
 
 
 def pending_for_night(e: Episode, legacy: datetime | None) -> bool:

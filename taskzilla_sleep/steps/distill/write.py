@@ -18,7 +18,7 @@ from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.models import PATTERN_LIVE, EpisodeStatus, Pattern, to_ms
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
 from taskzilla_sleep.steps.distill.plan import DistillPlan, digest, from_journal, to_journal
-from taskzilla_sleep.steps.distill.read import LAST_DISTILL
+from taskzilla_sleep.steps.distill.read import DEFERRED, LAST_DISTILL
 from taskzilla_sleep.stores.ports import EpisodeUpdate
 
 log = structlog.get_logger(__name__)
@@ -49,6 +49,8 @@ def write(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
     for i in range(0, len(plan.marks), MARK_BATCH):
         ctx.check_stop()
         ctx.graph.update_episodes(plan.marks[i : i + MARK_BATCH])
+    if plan.lookback is None:
+        _record_deferral(ctx, plan)
     crashpoint("distill.before_watermark")
     # The end, in one write: when this distill ran (the watchdog's cooldown counts from it) and the
     # journal closed. Before it, a crash leaves the journal, which the next run finishes.
@@ -56,6 +58,16 @@ def write(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
     if plan.failure:
         raise NoUsableAnswers(plan.failure, plan.counts())
     return plan.counts()
+
+
+def _record_deferral(ctx: StepContext, plan: DistillPlan) -> None:
+    """What this full-window distill left for later, for the watchdog (``watchdog.take_deferred``).
+    Written before the journal closes, so a crash in between rewrites it from the journal."""
+    left = plan.deferral()
+    value = "" if left is None else json.dumps({"groups": left.groups, "reason": left.reason})
+    key = DEFERRED.format(team=ctx.team)
+    if (ctx.graph.get_meta(key) or "") != value:
+        ctx.graph.set_meta(key, value)
 
 
 def resume(ctx: StepContext) -> dict[str, int] | None:

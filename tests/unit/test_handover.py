@@ -1,0 +1,106 @@
+"""A replica that found a team held by another looks again when that team's lease expires, not a whole
+``worker.poll_s`` later; a lease its holder keeps renewing never makes the loop spin."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from taskzilla_sleep.handover import MARGIN_S, MIN_WAKE_S, BusyLeases, wake_timer
+from taskzilla_sleep.lease import Lease, team_lease_name
+from taskzilla_sleep.stores.ports import LeaseClaim
+from taskzilla_sleep.worker import Worker
+from tests.unit.test_team_nights import NIGHT, TEAMS, _seed, _services, team_runs
+
+
+class FrozenClock:
+    """The night's clock stands still (03:06: prune due, distill not yet); a sleep takes wall time."""
+
+    def __init__(self, t: datetime) -> None:
+        self.t = t
+
+    def now(self) -> datetime:
+        return self.t
+
+    def sleep(self, seconds: float, wake: threading.Event) -> bool:
+        return wake.wait(max(0.0, seconds))
+
+
+def test_the_wake_is_the_earliest_expiry_plus_a_margin_never_sooner_than_a_second() -> None:
+    busy = BusyLeases()
+    assert busy.wake_in(1000.0, poll_s=30) is None  # no team was busy: the poll
+    busy.note("alpha", 1_012_000)
+    busy.note("beta", 1_004_000)
+    assert busy.wake_in(1000.0, poll_s=30) == pytest.approx(4 + MARGIN_S)  # beta's, the earliest
+    assert busy.wake_in(1000.0, poll_s=4) is None  # the poll comes first
+    busy.note("beta", 990_000)  # expired already (a holder's clock ahead of ours): no spin
+    assert busy.wake_in(1000.0, poll_s=30) == MIN_WAKE_S
+    busy.clear()
+    assert len(busy) == 0 and busy.wake_in(1000.0, poll_s=30) is None
+
+
+def test_a_wake_timer_sets_the_event_and_none_is_started_without_a_delay() -> None:
+    wake = threading.Event()
+    assert wake_timer(None, wake) is None
+    t0 = time.monotonic()
+    timer = wake_timer(0.2, wake)
+    assert timer is not None and wake.wait(5)
+    assert 0.15 <= time.monotonic() - t0 < 2
+
+
+def test_a_team_whose_holder_stopped_renewing_is_taken_when_its_lease_expires(tmp_path: Path) -> None:
+    services = _services(tmp_path)
+    assert services.settings.worker.poll_s == 30
+    _seed(services, TEAMS)
+    # Another replica, elsewhere, took alpha and then stopped renewing: its lease runs out in 1.5 s.
+    other = LeaseClaim("worker@elsewhere", "other-host", None, 1)
+    assert services.graph.try_lease(team_lease_name("alpha"), other, int(time.time() * 1000), 1500, None)
+    worker = Worker(services, FrozenClock(NIGHT + timedelta(minutes=1)), serve_api=False)
+    try:
+        worker._tick(first=True)
+        assert sorted(r.team for r in team_runs(services)) == ["beta", "delta", "gamma"]  # alpha was held
+        t0 = time.monotonic()
+        worker._sleep_until_next()  # the poll is 30 s, the next slot (distill) 4 minutes away
+        slept = time.monotonic() - t0
+        assert 1.0 <= slept < 5.0, slept  # the lease's expiry (+ margin), not the poll
+        worker._tick(first=False)
+        alpha = [r for r in team_runs(services) if r.team == "alpha"]
+        assert [[s.step for s in r.steps] for r in alpha] == [["prune"]]
+    finally:
+        worker._shutdown()
+
+
+def test_a_lease_its_holder_renews_does_not_make_the_loop_spin(tmp_path: Path) -> None:
+    services = _services(tmp_path)
+    _seed(services, TEAMS)
+    holder = Lease(services.graph, team_lease_name("alpha"), 1.5, me="worker@alive")  # renews every 0.5 s
+    assert holder.try_acquire()
+    holder.keep_alive()
+    worker = Worker(services, FrozenClock(NIGHT + timedelta(minutes=1)), serve_api=False)
+    ticks: list[float] = []
+    tick = worker._tick
+
+    def counted(first: bool) -> None:
+        ticks.append(time.monotonic())
+        tick(first)
+
+    worker._tick = counted  # type: ignore[method-assign]
+    loop = threading.Thread(target=worker.run, name="worker-under-test")
+    try:
+        loop.start()
+        time.sleep(4.0)
+    finally:
+        worker.request_stop()
+        loop.join(timeout=10)
+        holder.release()
+    assert not loop.is_alive()
+    # The holder keeps its lease ~1 s ahead: the loop looks again about once a second (the floor),
+    # never faster, and alpha stays with its live holder.
+    assert 2 <= len(ticks) <= 6, len(ticks)
+    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+    assert all(g >= MIN_WAKE_S * 0.9 for g in gaps), gaps
+    assert "alpha" not in {r.team for r in team_runs(services)}
