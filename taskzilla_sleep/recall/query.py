@@ -62,12 +62,17 @@ def recall(
     ent = normalize_name(entity) if entity else None
     team_list = list(teams) if teams is not None else graph.teams()
     sims: dict[str, float] = {}  # every pattern the query hit, by id: the cosine of a counterpart
-    beliefs, full = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims)
+    # Every pattern status this recall has read: the episodes' owners are mostly among them, and a
+    # mature memory (where most recalls find beliefs) should not pay a round trip to read them again.
+    known: dict[str, PatternStatus] = {}
+    beliefs, full = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims, known)
     related = _related(graph, beliefs, full, include_superseded)
     good = sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH)
     covers = related.covers(beliefs)
     eps = (
-        _episodes(graph, vectors, query, team_list, ent, k, include_drafts, include_superseded, Cover.union(covers))
+        _episodes(
+            graph, vectors, query, team_list, ent, k, (include_drafts, include_superseded), Cover.union(covers), known
+        )
         if good < k
         else []
     )
@@ -127,6 +132,7 @@ def _beliefs(
     k: int,
     include_superseded: bool,
     sims: dict[str, float],
+    known: dict[str, PatternStatus],
 ) -> tuple[list[RecallItem], dict[str, Pattern]]:
     """The best k distinct beliefs over the floors, and their patterns read in full."""
     ranked: list[RecallItem] = []
@@ -136,6 +142,7 @@ def _beliefs(
         # Hits below every floor are never shown: not worth fetching their patterns from the graph.
         hits = [h for h in hits if h.similarity >= LOWEST_FLOOR]
         cards = graph.pattern_cards([h.id for h in hits]) if hits else {}
+        known.update((i, c.status) for i, c in cards.items())
         for h in hits:
             c = cards.get(h.id)
             if c is None or not (c.status in PATTERN_LIVE or (include_superseded and c.status in _GONE)):
@@ -163,6 +170,7 @@ def _beliefs(
     while pool and len(chosen) < k:
         batch, pool = pool[: k - len(chosen)], pool[k - len(chosen) :]
         full.update((p.id, p) for p in graph.patterns_by_id([i.id for i in batch]))
+        known.update((p.id, p.status) for p in full.values())
         for i in batch:
             p = full.get(i.id)
             if p is None:
@@ -268,19 +276,21 @@ def _episodes(
     teams: Sequence[str],
     ent: str | None,
     k: int,
-    include_drafts: bool,
-    include_superseded: bool,
+    include: tuple[bool, bool],
     cover: Cover,
+    known: dict[str, PatternStatus],
 ) -> list[EpisodeCandidate]:
     """Raw episodes close to the query that may be shown, best first. When the beliefs found cover
     most of the nearest ones (their evidence, or repeats of one text), the query reaches further,
-    so that k distinct messages can still be found."""
+    so that k distinct messages can still be found (reading only the episodes not read yet).
+    ``include``: (drafts, superseded)."""
     out: list[EpisodeCandidate] = []
     for team in teams:
         n = k * 3
+        seen: dict[str, Episode] = {}
         for _ in range(_WIDENINGS + 1):
             hits = vectors.query(team, "episodes", query, n=n)
-            found = _usable(graph, hits, ent, include_drafts, include_superseded)
+            found = _usable(graph, hits, ent, include, seen, known)
             fresh = {same_text(c.item.text) for c in found if not cover.hides(c)}
             if len(fresh) >= k or len(hits) < n:
                 break
@@ -291,12 +301,24 @@ def _episodes(
 
 
 def _usable(
-    graph: GraphStore, hits: Sequence[VectorHit], ent: str | None, include_drafts: bool, include_superseded: bool
+    graph: GraphStore,
+    hits: Sequence[VectorHit],
+    ent: str | None,
+    include: tuple[bool, bool],
+    seen: dict[str, Episode],
+    known: dict[str, PatternStatus],
 ) -> list[EpisodeCandidate]:
-    eps = {e.id: e for e in graph.get_episodes([h.id for h in hits])}
-    owners = sorted({e.absorbed_by for e in eps.values() if e.absorbed_by})
+    include_drafts, include_superseded = include
+    unread = [h.id for h in hits if h.id not in seen]
+    if unread:
+        seen.update((e.id, e) for e in graph.get_episodes(unread))
+    eps = {h.id: seen[h.id] for h in hits if h.id in seen}
+    owners = {e.absorbed_by for e in eps.values() if e.absorbed_by}
+    unknown = sorted(owners - known.keys())
+    if unknown:
+        known.update((i, c.status) for i, c in graph.pattern_cards(unknown).items())
     # A message absorbed by a belief no longer held is that belief's evidence: gone with it.
-    gone = {i for i, c in graph.pattern_cards(owners).items() if c.status in _GONE} if owners else set()
+    gone = {i for i in owners if known.get(i) in _GONE}
     out: list[EpisodeCandidate] = []
     for h in hits:
         e = eps.get(h.id)
