@@ -1,6 +1,6 @@
 """The scale bench (issue 15 part 4): many teams, one night, 1, 2 and 4 worker replicas.
 
-    python -m ops.bench.scale [--teams 500] [--workers 1,2,4] [--quick] [--no-kill]
+    python -m ops.bench.scale [--teams 500] [--workers 1,2,4] [--quick] [--no-kill | --kill-only]
                               [--llm-latency 0.5-2.0] [--team-concurrency 1] [--out .tmp/bench]
 
 What it does, on this machine:
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     with _servers(work) as env, _stub(a.llm_latency, a.seed) as stub:
         env |= {"TASKZILLA__LLM__API_BASE": stub.url}
-        runs = [(n, False) for n in a.workers] + ([(2, True)] if a.kill else [])
+        runs = ([] if a.kill_only else [(n, False) for n in a.workers]) + ([(2, True)] if a.kill else [])
         for n, kill in runs:
             name = f"{n}-workers" + ("-kill" if kill else "")
             print(f"== {name}", flush=True)
@@ -112,6 +112,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--workers", default=None, help="worker counts to compare, e.g. 1,2,4 (--quick: 1,2)")
     ap.add_argument("--quick", action="store_true", help="a smoke run of a few minutes")
     ap.add_argument("--no-kill", dest="kill", action="store_false", help="skip the kill -9 hand-over run")
+    ap.add_argument("--kill-only", action="store_true", help="only the kill -9 hand-over run (2 workers)")
     ap.add_argument("--llm-latency", default="0.5-2.0", help="seconds per chat call, uniform in LO-HI")
     ap.add_argument("--team-concurrency", type=int, default=1, help="worker.team_concurrency of each worker")
     ap.add_argument("--seed", type=int, default=7)
