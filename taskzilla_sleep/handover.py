@@ -7,11 +7,19 @@ wake event, whatever clock the worker's night runs on (a replay's scaled clock, 
 that is alive renews its lease every TTL/3, so its expiry keeps moving ahead and the loop wakes at
 most once per two thirds of a TTL for it; an expiry already past (a holder's clock ahead of ours, a
 lease the store has not let go yet) still waits ``MIN_WAKE_S``: never a busy spin.
+
+A holder on this host (same pid namespace) is watched more closely: its pid is checked every
+``MIN_WAKE_S``, and its death wakes the loop at once (``Lease.try_acquire`` takes a dead local
+holder's lease without waiting for it to expire).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
+
+from taskzilla_sleep.lease import local_pid, pid_alive
+from taskzilla_sleep.stores.records import LeaseState
 
 MARGIN_S = 0.5  # after the expiry: the lease is free by then on every replica's reading
 MIN_WAKE_S = 1.0  # the loop never looks at busy leases more often than this
@@ -23,14 +31,25 @@ class BusyLeases:
     def __init__(self) -> None:
         self._lock = threading.Lock()  # team jobs note from their threads
         self._expires_ms: dict[str, int] = {}
+        self._local: dict[str, int] = {}  # team -> its holder's pid, when the holder runs on this host
 
-    def note(self, team: str, expires_at_ms: int) -> None:
+    def note(self, team: str, lease: LeaseState | int | None) -> None:
+        """``lease``: the team lease as read (or its expiry, epoch ms)."""
+        expires = lease if isinstance(lease, int) else lease.expires_at_ms if lease is not None else 0
+        pid = local_pid(lease) if isinstance(lease, LeaseState) else None
         with self._lock:
-            self._expires_ms[team] = expires_at_ms
+            self._expires_ms[team] = expires
+            if pid is not None:
+                self._local[team] = pid
 
     def clear(self) -> None:
         with self._lock:
             self._expires_ms.clear()
+            self._local.clear()
+
+    def local_pids(self) -> frozenset[int]:
+        with self._lock:
+            return frozenset(self._local.values())
 
     def __len__(self) -> int:
         with self._lock:
@@ -47,13 +66,35 @@ class BusyLeases:
         return delay if delay < poll_s else None
 
 
-def wake_timer(delay_s: float | None, wake: threading.Event) -> threading.Timer | None:
-    """A started daemon timer that sets ``wake`` after ``delay_s`` wall seconds (None: none needed).
-    The caller cancels it once its sleep is over."""
-    if delay_s is None:
+class _Watch:
+    """Sets ``wake`` after ``delay_s`` wall seconds (None: never), or as soon as one of ``pids`` is
+    gone (checked every ``MIN_WAKE_S``)."""
+
+    def __init__(self, delay_s: float | None, pids: Collection[int], wake: threading.Event) -> None:
+        self._cancelled = threading.Event()
+        self._delay_s, self._pids, self._wake = delay_s, tuple(pids), wake
+        self._thread = threading.Thread(target=self._run, name="lease-handover", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        left = self._delay_s
+        while not self._cancelled.is_set():
+            step = MIN_WAKE_S if left is None else min(MIN_WAKE_S, left)
+            if self._cancelled.wait(step):
+                return
+            if left is not None:
+                left -= step
+            if (left is not None and left <= 0) or any(not pid_alive(p) for p in self._pids):
+                self._wake.set()
+                return
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+
+def wake_timer(delay_s: float | None, wake: threading.Event, pids: Collection[int] = ()) -> _Watch | None:
+    """A started watch that sets ``wake`` after ``delay_s`` wall seconds, or when a local holder in
+    ``pids`` dies (None: nothing to wait for). The caller cancels it once its sleep is over."""
+    if delay_s is None and not pids:
         return None
-    timer = threading.Timer(delay_s, wake.set)
-    timer.daemon = True
-    timer.name = "lease-handover"
-    timer.start()
-    return timer
+    return _Watch(delay_s, pids, wake)

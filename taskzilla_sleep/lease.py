@@ -199,6 +199,17 @@ def _dead_local_holder(state: LeaseState | None, me: str, host: str, pid_ns: str
     return state.holder if pid is not None and pid != os.getpid() and not pid_alive(pid) else None
 
 
+def local_pid(state: LeaseState | None) -> int | None:
+    """The pid of a lease's holder when it runs on this host, in this pid namespace (so its death
+    can be seen at once, without waiting for the lease to expire); None otherwise."""
+    pid_ns = _pid_namespace()
+    if state is None or state.holder is None or pid_ns is None or state.pid is None:
+        return None
+    if state.host != socket.gethostname() or state.pid_ns != pid_ns or state.pid == os.getpid():
+        return None
+    return state.pid
+
+
 def live_holder(graph: GraphStore, name: str) -> str | None:
     """Who holds lease ``name`` now: None when it is free, expired, or held by a dead local process."""
     state = graph.lease_state(name)

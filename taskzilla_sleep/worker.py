@@ -189,9 +189,11 @@ class Worker:
             wake_at = min(wake_at, step_at)  # a team's next step is due at its slot, not a poll later
         self._wake.clear()
         # A team another replica held: look again once its lease expires (a dead holder's team is ours then).
-        timer = wake_timer(
-            self._busy.wake_in(time.time(), self.settings.worker.poll_s) if open_night else None, self._wake
-        )
+        busy = self._busy
+        timer = wake_timer(busy.wake_in(time.time(), self.settings.worker.poll_s), self._wake, busy.local_pids())
+        if not open_night and timer is not None:
+            timer.cancel()
+            timer = None
         try:
             self.clock.sleep((wake_at - now).total_seconds(), self._wake)
         finally:
@@ -206,9 +208,9 @@ class Worker:
         (run-once, an import, a forget) holds the consolidation lease (it waits for team jobs to end)."""
         lease = Lease(self.services.graph, team_lease_name(team), self.settings.worker.lease_ttl_s, holder_id("worker"))
         if not lease.try_acquire():
-            holder, expires_ms = lease.holder()
-            self._busy.note(team, expires_ms)
-            log.info("lease_busy", work=what, team=team, holder=holder)
+            state = self.services.graph.lease_state(lease.name)
+            self._busy.note(team, state)
+            log.info("lease_busy", work=what, team=team, holder=state.holder if state else None)
             return None
         whole = live_holder(self.services.graph, LEASE_NAME)
         if whole is not None:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
 import time
 from datetime import datetime, timedelta
@@ -11,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from taskzilla_sleep.handover import MARGIN_S, MIN_WAKE_S, BusyLeases, wake_timer
-from taskzilla_sleep.lease import Lease, team_lease_name
+from taskzilla_sleep.lease import Lease, _pid_namespace, team_lease_name
 from taskzilla_sleep.stores.ports import LeaseClaim
+from taskzilla_sleep.stores.records import LeaseState
 from taskzilla_sleep.worker import Worker
 from tests.unit.test_team_nights import NIGHT, TEAMS, _seed, _services, team_runs
 
@@ -50,6 +54,35 @@ def test_a_wake_timer_sets_the_event_and_none_is_started_without_a_delay() -> No
     timer = wake_timer(0.2, wake)
     assert timer is not None and wake.wait(5)
     assert 0.15 <= time.monotonic() - t0 < 2
+
+
+def test_a_holder_on_this_host_is_watched_and_its_death_wakes_the_loop_at_once() -> None:
+    """A replica killed on the same host: its lease is taken at once (pid gone), so the survivor must
+    not wait for the lease to expire, nor for its poll."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here = LeaseState(
+            holder="worker@other", expires_at_ms=int(time.time() * 1000) + 120_000,
+            host=socket.gethostname(), pid_ns=_pid_namespace(), pid=child.pid,
+        )  # fmt: skip
+        elsewhere = LeaseState(holder="worker@far", expires_at_ms=here.expires_at_ms, host="far", pid_ns="x", pid=1)
+        busy = BusyLeases()
+        busy.note("alpha", here)
+        busy.note("beta", elsewhere)
+        assert busy.local_pids() == {child.pid}  # only the local holder is watched
+        assert busy.wake_in(time.time(), poll_s=30) is None  # its lease lasts past the poll
+        wake = threading.Event()
+        watch = wake_timer(None, wake, busy.local_pids())
+        assert watch is not None
+        assert not wake.wait(2.5)  # alive: no wake
+        t0 = time.monotonic()
+        child.kill()
+        child.wait()
+        assert wake.wait(5)
+        assert time.monotonic() - t0 < MIN_WAKE_S + 1.5
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_team_whose_holder_stopped_renewing_is_taken_when_its_lease_expires(tmp_path: Path) -> None:
