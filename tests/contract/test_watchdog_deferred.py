@@ -6,9 +6,8 @@ patterns equal an unbudgeted night's; the next night asks nothing again; nothing
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.budget import Deferral
@@ -21,21 +20,11 @@ from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.contract.test_cycle_litellm import _provider, good_model
 from tests.contract.test_night_budget import NEXT, _budgeted, _consistent, _night, _patterns, stacks
 from tests.llm_stub import LLMStub
+from tests.unit.test_team_nights import HandClock
 
 __all__ = ["stacks"]  # the fixture, shared with the night budget's tests
 
 DAY = NIGHT + timedelta(hours=7)  # 10:05, long after the cooldown
-
-
-class HandClock:
-    def __init__(self, t: datetime) -> None:
-        self.t = t
-
-    def now(self) -> datetime:
-        return self.t
-
-    def sleep(self, seconds: float, wake: threading.Event) -> bool:
-        return wake.wait(0)
 
 
 def _worker(stack: Stack, url: str, clock: HandClock) -> Worker:
