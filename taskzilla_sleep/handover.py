@@ -16,7 +16,10 @@ holder's lease without waiting for it to expire).
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from taskzilla_sleep.lease import local_pid, pid_alive
 from taskzilla_sleep.stores.records import LeaseState
@@ -46,6 +49,18 @@ class BusyLeases:
         with self._lock:
             self._expires_ms.clear()
             self._local.clear()
+
+    def take_ready(self, wall_now_s: float) -> str | None:
+        """A busy team worth trying again now, forgotten here (a claim that finds it busy again notes
+        it again): its local holder died, or its lease expired (plus ``MARGIN_S``)."""
+        with self._lock:
+            for team, expires_ms in sorted(self._expires_ms.items(), key=lambda x: x[1]):
+                pid = self._local.get(team)
+                if expires_ms / 1000 + MARGIN_S <= wall_now_s or (pid is not None and not pid_alive(pid)):
+                    del self._expires_ms[team]
+                    self._local.pop(team, None)
+                    return team
+            return None
 
     def local_pids(self) -> frozenset[int]:
         with self._lock:
@@ -98,3 +113,28 @@ def wake_timer(delay_s: float | None, wake: threading.Event, pids: Collection[in
     if delay_s is None and not pids:
         return None
     return _Watch(delay_s, pids, wake)
+
+
+def run_teams(
+    teams: Sequence[str], busy: BusyLeases, width: int, run: Callable[[str], None], stop: threading.Event
+) -> None:
+    """``run`` each team, ``width`` at a time; before each next team, one that was busy and is ready
+    again (its holder died or its lease expired) goes first: a pass over many teams does not leave a
+    dead replica's team for the next pass."""
+    queue = deque(teams)
+    lock = threading.Lock()
+
+    def take() -> str | None:
+        with lock:
+            return busy.take_ready(time.time()) or (queue.popleft() if queue else None)
+
+    def drain() -> None:
+        while not stop.is_set() and (team := take()) is not None:
+            run(team)
+
+    if width <= 1:
+        drain()
+        return
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="team") as pool:
+        for done in [pool.submit(drain) for _ in range(width)]:
+            done.result()  # a job's error is raised here

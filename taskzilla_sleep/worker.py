@@ -21,7 +21,6 @@ import signal
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import FrameType
@@ -34,7 +33,7 @@ from taskzilla_sleep.access import Tokens
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.budget import Tallies
 from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.handover import BusyLeases, wake_timer
+from taskzilla_sleep.handover import BusyLeases, run_teams, wake_timer
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
@@ -237,17 +236,9 @@ class Worker:
         if not jobs:
             return
 
-        def one(team: str) -> None:
-            if not self._stop.is_set():
-                self._team_night(night, key, trigger, team)
-
         width = max(1, min(self.settings.worker.team_concurrency, len(jobs)))
-        if width == 1:
-            for job in jobs:
-                one(job.team)
-        else:
-            with ThreadPoolExecutor(max_workers=width, thread_name_prefix="team") as pool:
-                list(pool.map(one, [job.team for job in jobs]))  # list(): a job's error is raised here
+        teams = [job.team for job in jobs]
+        run_teams(teams, self._busy, width, lambda team: self._team_night(night, key, trigger, team), self._stop)
         if not self._stop.is_set() and self._jobs(night, key)[1]:
             self._night_summary(key)
 

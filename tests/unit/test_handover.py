@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from taskzilla_sleep.handover import MARGIN_S, MIN_WAKE_S, BusyLeases, wake_timer
+from taskzilla_sleep.handover import MARGIN_S, MIN_WAKE_S, BusyLeases, run_teams, wake_timer
 from taskzilla_sleep.lease import Lease, _pid_namespace, team_lease_name
 from taskzilla_sleep.stores.ports import LeaseClaim
 from taskzilla_sleep.stores.records import LeaseState
@@ -137,3 +137,48 @@ def test_a_lease_its_holder_renews_does_not_make_the_loop_spin(tmp_path: Path) -
     gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
     assert all(g >= MIN_WAKE_S * 0.9 for g in gaps), gaps
     assert "alpha" not in {r.team for r in team_runs(services)}
+
+
+def test_a_pass_takes_a_team_whose_holder_died_before_the_rest_of_its_queue() -> None:
+    """A pass over many teams: the team a replica found held goes again as soon as its holder is gone,
+    not after the whole pass (500 teams: a pass is ~20 min on one replica)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    busy, ran, held = BusyLeases(), [], {"t1"}
+    here = LeaseState(
+        holder="worker@other", expires_at_ms=int(time.time() * 1000) + 120_000,
+        host=socket.gethostname(), pid_ns=_pid_namespace(), pid=child.pid,
+    )  # fmt: skip
+
+    def run(team: str) -> None:
+        if team in held:
+            busy.note(team, here)  # what _claim does when another replica holds the team
+            held.discard(team)
+            return
+        ran.append(team)
+        if team == "t3":  # the holder dies while this replica works on t3
+            child.kill()
+            child.wait()
+
+    try:
+        run_teams(["t1", "t2", "t3", "t4", "t5"], busy, 1, run, threading.Event())
+    finally:
+        child.kill()
+        child.wait()
+    assert ran == ["t2", "t3", "t1", "t4", "t5"]  # t1 right after its holder died, before t4
+    assert len(busy) == 0
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_a_pass_runs_every_team_once_and_a_live_holders_team_is_not_retried_before_expiry(width: int) -> None:
+    busy, ran, lock = BusyLeases(), [], threading.Lock()
+    far = LeaseState(holder="worker@far", expires_at_ms=int(time.time() * 1000) + 60_000, host="far", pid_ns="x", pid=1)
+
+    def run(team: str) -> None:
+        if team == "t0":
+            busy.note(team, far)
+            return
+        with lock:
+            ran.append(team)
+
+    run_teams([f"t{i}" for i in range(8)], busy, width, run, threading.Event())
+    assert sorted(ran) == [f"t{i}" for i in range(1, 8)] and len(busy) == 1  # t0 waits for its lease
