@@ -191,23 +191,26 @@ class Lease:
 
 
 def _dead_local_holder(state: LeaseState | None, me: str, host: str, pid_ns: str | None) -> str | None:
-    if state is None or pid_ns is None:
+    pid = _local_pid(state, host, pid_ns)
+    if state is None or pid is None or state.holder == me:
         return None
-    if state.holder in (None, me) or state.host != host or state.pid_ns != pid_ns:
+    return state.holder if not pid_alive(pid) else None
+
+
+def _local_pid(state: LeaseState | None, host: str, pid_ns: str | None) -> int | None:
+    """The pid of a lease's holder when it is another process on ``host`` in pid namespace
+    ``pid_ns`` (whose death this process can see); None otherwise."""
+    if state is None or state.holder is None or pid_ns is None or state.pid is None:
         return None
-    pid = state.pid
-    return state.holder if pid is not None and pid != os.getpid() and not pid_alive(pid) else None
+    if state.host != host or state.pid_ns != pid_ns or state.pid == os.getpid():
+        return None
+    return state.pid
 
 
 def local_pid(state: LeaseState | None) -> int | None:
     """The pid of a lease's holder when it runs on this host, in this pid namespace (so its death
     can be seen at once, without waiting for the lease to expire); None otherwise."""
-    pid_ns = _pid_namespace()
-    if state is None or state.holder is None or pid_ns is None or state.pid is None:
-        return None
-    if state.host != socket.gethostname() or state.pid_ns != pid_ns or state.pid == os.getpid():
-        return None
-    return state.pid
+    return _local_pid(state, socket.gethostname(), _pid_namespace())
 
 
 def live_holder(graph: GraphStore, name: str) -> str | None:
