@@ -36,10 +36,10 @@ class BusyLeases:
         self._expires_ms: dict[str, int] = {}
         self._local: dict[str, int] = {}  # team -> its holder's pid, when the holder runs on this host
 
-    def note(self, team: str, lease: LeaseState | int | None) -> None:
-        """``lease``: the team lease as read (or its expiry, epoch ms)."""
-        expires = lease if isinstance(lease, int) else lease.expires_at_ms if lease is not None else 0
-        pid = local_pid(lease) if isinstance(lease, LeaseState) else None
+    def note(self, team: str, lease: LeaseState | None) -> None:
+        """``lease``: the team's lease as read (None: gone meanwhile, try again at once)."""
+        expires = lease.expires_at_ms if lease is not None else 0
+        pid = local_pid(lease)
         with self._lock:
             self._expires_ms[team] = expires
             if pid is not None:

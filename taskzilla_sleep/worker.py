@@ -189,10 +189,11 @@ class Worker:
         self._wake.clear()
         # A team another replica held: look again once its lease expires (a dead holder's team is ours then).
         busy = self._busy
-        timer = wake_timer(busy.wake_in(time.time(), self.settings.worker.poll_s), self._wake, busy.local_pids())
-        if not open_night and timer is not None:
-            timer.cancel()
-            timer = None
+        timer = (
+            wake_timer(busy.wake_in(time.time(), self.settings.worker.poll_s), self._wake, busy.local_pids())
+            if open_night
+            else None
+        )
         try:
             self.clock.sleep((wake_at - now).total_seconds(), self._wake)
         finally:

@@ -34,14 +34,19 @@ class FrozenClock:
         return wake.wait(max(0.0, seconds))
 
 
+def _held_until(expires_at_ms: int) -> LeaseState:
+    """A team lease held by a replica on another host, until ``expires_at_ms``."""
+    return LeaseState(holder="worker@far", expires_at_ms=expires_at_ms, host="far", pid_ns="x", pid=1)
+
+
 def test_the_wake_is_the_earliest_expiry_plus_a_margin_never_sooner_than_a_second() -> None:
     busy = BusyLeases()
     assert busy.wake_in(1000.0, poll_s=30) is None  # no team was busy: the poll
-    busy.note("alpha", 1_012_000)
-    busy.note("beta", 1_004_000)
+    busy.note("alpha", _held_until(1_012_000))
+    busy.note("beta", _held_until(1_004_000))
     assert busy.wake_in(1000.0, poll_s=30) == pytest.approx(4 + MARGIN_S)  # beta's, the earliest
     assert busy.wake_in(1000.0, poll_s=4) is None  # the poll comes first
-    busy.note("beta", 990_000)  # expired already (a holder's clock ahead of ours): no spin
+    busy.note("beta", _held_until(990_000))  # expired already (a holder's clock ahead of ours): no spin
     assert busy.wake_in(1000.0, poll_s=30) == MIN_WAKE_S
     busy.clear()
     assert len(busy) == 0 and busy.wake_in(1000.0, poll_s=30) is None
