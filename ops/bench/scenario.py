@@ -377,7 +377,7 @@ class _Bench:
         cfg, data = self.cfg, self.data
         t_start = time.perf_counter()
         if data.gold is not None:
-            self._pin_facts()
+            self.pinned = self._pin_facts()
         history = cfg.days
         recall: dict[str, Any] = {}
         for d in range(history):
@@ -492,13 +492,16 @@ class _Bench:
         return self.out
 
     # -- pieces -------------------------------------------------------------------------------
-    def _pin_facts(self) -> None:
+    def _pin_facts(self, team: str | None = None) -> list[Any]:
+        """The gold's pinned facts, pinned on day 1 at 08:00 for ``team`` (the run's team by default)."""
         from taskzilla_sleep import facts
 
         assert self.data.gold is not None
         at = datetime(self.cfg.start.year, self.cfg.start.month, self.cfg.start.day, 8, 0, tzinfo=TZ)
-        for f in self.data.gold["pinned_facts"]:
-            self.pinned.append(facts.pin(self.s.graph, self.s.vectors, self.team, f["text"], f["by"], at, f["entity"]))
+        return [
+            facts.pin(self.s.graph, self.s.vectors, team or self.team, f["text"], f["by"], at, f["entity"])
+            for f in self.data.gold["pinned_facts"]
+        ]
 
     def _ingestor(self, clock: Callable[[], datetime]) -> Any:
         return self.s.ingestor(clock=clock)
@@ -517,14 +520,18 @@ class _Bench:
         self.totals.ingest_s += dt
         return dt
 
-    def _ingest_day(self, d: int) -> dict[str, Any]:
-        eps = self.data.days[d]
+    def _batches(self, eps: list[dict[str, Any]]) -> Iterator[tuple[list[dict[str, Any]], datetime]]:
+        """``eps`` in ingest batches, each with the time it is handed in (30 s after its last message)."""
         size = self.cfg.ingest_batch
-        spent = 0.0
-        emb0 = (self.totals.embed_texts, self.totals.embed_s)
         for i in range(0, len(eps), size):
             batch = eps[i : i + size]
-            at = datetime.fromisoformat(batch[-1]["ts"]) + timedelta(seconds=30)
+            yield batch, datetime.fromisoformat(batch[-1]["ts"]) + timedelta(seconds=30)
+
+    def _ingest_day(self, d: int) -> dict[str, Any]:
+        eps = self.data.days[d]
+        spent = 0.0
+        emb0 = (self.totals.embed_texts, self.totals.embed_s)
+        for batch, at in self._batches(eps):
             spent += self._ingest(batch, at)
         rate = _ratio(len(eps), spent, 1)
         self.totals.per_day_rate.append(rate)
@@ -671,19 +678,14 @@ class _Bench:
         in alternating order: the ratio of their p95s compares the stores' ages, not the machine's
         moments. Done last, so the twin changes no other figure of the run."""
         from ops.bench.compat import run_night
-        from taskzilla_sleep import facts
         from taskzilla_sleep.recall import recall
 
         twin = f"{self.team}-day1"[:48]
         eps = [{**e, "team": twin} | ({"id": f"{e['id']}-day1"} if "id" in e else {}) for e in self.data.days[0]]
-        for i in range(0, len(eps), self.cfg.ingest_batch):
-            batch = eps[i : i + self.cfg.ingest_batch]
-            at = datetime.fromisoformat(batch[-1]["ts"]) + timedelta(seconds=30)
+        for batch, at in self._batches(eps):  # not through _ingest: the run's ingest totals are reported
             self._ingestor(lambda at=at: at).ingest_lines([json.dumps(e, ensure_ascii=False) for e in batch], "twin")
         if self.data.gold is not None:
-            at = datetime(self.cfg.start.year, self.cfg.start.month, self.cfg.start.day, 8, 0, tzinfo=TZ)
-            for f in self.data.gold["pinned_facts"]:
-                facts.pin(self.s.graph, self.s.vectors, twin, f["text"], f["by"], at, f["entity"])
+            self._pin_facts(twin)
         run_night(
             settings=self.s.settings,
             graph=self.s.graph,
