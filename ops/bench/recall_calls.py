@@ -1,6 +1,7 @@
-"""How many store calls one recall makes, per team of a bench store (BENCHMARKS.md, the recall ratio).
+"""How many store calls one recall makes, per team of a bench store, and (``--rounds``) how long
+it takes, teams asked back to back (BENCHMARKS.md, the recall ratio).
 
-    python -m ops.bench.recall_calls WORK_DIR
+    python -m ops.bench.recall_calls WORK_DIR [--rounds 10]
 
 WORK_DIR is a synthetic scenario's work folder after ``make bench`` (e.g.
 ``.tmp/bench/work/synthetic-falkordb``: ``data/`` and ``dataset/gold.json``), holding the team and its
@@ -13,17 +14,20 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import statistics
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-COUNTED = ("pattern_cards", "patterns_by_id", "contradictions", "get_episodes", "mark_accessed")
+COUNTED = ("pattern_cards", "patterns_by_id", "patterns_in_dispute", "contradictions", "get_episodes", "mark_accessed")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("work", type=Path)
+    ap.add_argument("--rounds", type=int, default=0, help="timed rounds of every question, teams back to back")
     a = ap.parse_args(argv)
     from ops.bench.scenario import SYNTHETIC_QUERIES
     from taskzilla_sleep.app import build
@@ -46,13 +50,14 @@ def main(argv: list[str] | None = None) -> int:
 
             return wrapper
 
+        originals = {name: getattr(s.graph, name) for name in COUNTED}
         for name in COUNTED:
             setattr(s.graph, name, counted(name, getattr(s.graph, name)))
         query = s.vectors.query
 
-        def vector_query(team: str, kind: Any, text: str, n: int) -> Any:
+        def vector_query(team: str, kind: Any, text: str, n: int, *rest: Any, **kw: Any) -> Any:
             calls[f"chroma {kind} n={n}"] += 1
-            return query(team, kind, text, n)
+            return query(team, kind, text, n, *rest, **kw)
 
         s.vectors.query = vector_query  # type: ignore[method-assign]
         for team in s.graph.teams():
@@ -62,7 +67,33 @@ def main(argv: list[str] | None = None) -> int:
             per = {k: round(v / len(questions), 2) for k, v in sorted(calls.items())}
             graph = round(sum(v for k, v in per.items() if not k.startswith("chroma")), 2)
             print(f"{team}: {len(questions)} recalls; per recall: graph calls {graph}; {per}")
+        if a.rounds > 0:
+            for name, f in originals.items():
+                setattr(s.graph, name, f)
+            s.vectors.query = query  # type: ignore[method-assign]
+            _timed(s, questions, now, a.rounds, recall)
     return 0
+
+
+def _timed(s: Any, questions: list[str], now: datetime, rounds: int, recall: Any) -> None:
+    teams = s.graph.teams()
+    ms: dict[str, list[float]] = {t: [] for t in teams}
+    for q in questions:  # warm up
+        for team in teams:
+            recall(s.graph, s.vectors, q, now, teams=[team])
+    for r in range(rounds):
+        order = teams if r % 2 == 0 else teams[::-1]
+        for q in questions:
+            for team in order:
+                t0 = time.perf_counter()
+                recall(s.graph, s.vectors, q, now, teams=[team])
+                ms[team].append((time.perf_counter() - t0) * 1000)
+    p95 = {t: statistics.quantiles(v, n=20)[-1] for t, v in ms.items()}
+    for t, v in ms.items():
+        print(
+            f"{t}: {len(v)} recalls, p50 {statistics.median(v):.2f} ms, p95 {p95[t]:.2f} ms, "
+            f"p95 / {teams[-1]}'s {p95[t] / p95[teams[-1]]:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Every recall marks what it returned as accessed (prune reads that: a recalled ep
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,11 +32,11 @@ from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.recall.item import MAX_EVIDENCE_IDS, ContradictionRef, RecallItem
 from taskzilla_sleep.recall.select import (
     FACT_MIN_SIMILARITY,
-    GOOD_ENOUGH,
     LOWEST_FLOOR,
     PATTERN_MIN_SIMILARITY,
     Cover,
     EpisodeCandidate,
+    Shade,
     belief_key,
     collapse_beliefs,
     pick,
@@ -43,7 +44,9 @@ from taskzilla_sleep.recall.select import (
 )
 from taskzilla_sleep.stores.ports import GraphStore, PatternCard, VectorHit, VectorStore
 
-_WIDENINGS = 2  # times the episode query may reach three times further (k*3 -> k*9 -> k*27 hits)
+# Episode hits read from the graph up to each bound in turn (in k), until enough are found; the last
+# is how far the query reaches (as far as the two widenings of a 3k-hit query it replaces).
+_PARTS = (3, 9, 27)
 # Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
 _GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
 
@@ -65,15 +68,13 @@ def recall(
     # Every pattern status this recall has read: the episodes' owners are mostly among them, and a
     # mature memory (where most recalls find beliefs) should not pay a round trip to read them again.
     known: dict[str, PatternStatus] = {}
-    beliefs, full = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims, known)
-    related = _related(graph, beliefs, full, include_superseded)
-    good = sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH)
+    beliefs, full, disputes = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims, known)
+    related = _related(graph, beliefs, full, disputes, include_superseded)
     covers = related.covers(beliefs)
+    shade = Shade.of(beliefs, covers)
     eps = (
-        _episodes(
-            graph, vectors, query, team_list, ent, k, (include_drafts, include_superseded), Cover.union(covers), known
-        )
-        if good < k
+        _episodes(graph, vectors, query, team_list, ent, k, (include_drafts, include_superseded), shade, known)
+        if shade.good < k
         else []
     )
     items = related.beside(pick(beliefs, eps, k, covers), sims)
@@ -133,11 +134,12 @@ def _beliefs(
     include_superseded: bool,
     sims: dict[str, float],
     known: dict[str, PatternStatus],
-) -> tuple[list[RecallItem], dict[str, Pattern]]:
-    """The best k distinct beliefs over the floors, and their patterns read in full."""
+) -> tuple[list[RecallItem], dict[str, Pattern], list[Contradiction]]:
+    """The best k distinct beliefs over the floors, their patterns read in full, and the open
+    contradictions shown beside them (read with them)."""
     ranked: list[RecallItem] = []
     for team in teams:
-        hits = vectors.query(team, "patterns", query, n=k * 4)
+        hits = vectors.query(team, "patterns", query, n=k * 4, payload=False)
         sims.update((h.id, round(h.similarity, 4)) for h in hits)
         # Hits below every floor are never shown: not worth fetching their patterns from the graph.
         hits = [h for h in hits if h.similarity >= LOWEST_FLOOR]
@@ -166,10 +168,13 @@ def _beliefs(
     # Read in full only what may be shown (a pattern's evidence list grows every night).
     chosen: list[RecallItem] = []
     full: dict[str, Pattern] = {}
+    disputes: dict[str, Contradiction] = {}
     pool = collapse_beliefs(ranked, len(ranked))
     while pool and len(chosen) < k:
         batch, pool = pool[: k - len(chosen)], pool[k - len(chosen) :]
-        full.update((p.id, p) for p in graph.patterns_by_id([i.id for i in batch]))
+        patterns, contradictions = graph.patterns_in_dispute([i.id for i in batch])
+        full.update((p.id, p) for p in patterns)
+        disputes.update((c.id, c) for c in contradictions)
         known.update((p.id, p.status) for p in full.values())
         for i in batch:
             p = full.get(i.id)
@@ -181,7 +186,7 @@ def _beliefs(
             if not item.superseded and p.status not in PATTERN_LIVE:
                 continue  # retired without a successor (an unpinned fact): gone
             chosen.append(item)
-    return chosen, full
+    return chosen, full, sorted(disputes.values(), key=lambda c: (c.opened_at, c.id))
 
 
 @dataclass
@@ -243,13 +248,19 @@ class _Related:
 
 
 def _related(
-    graph: GraphStore, beliefs: Sequence[RecallItem], full: dict[str, Pattern], include_superseded: bool
+    graph: GraphStore,
+    beliefs: Sequence[RecallItem],
+    full: dict[str, Pattern],
+    disputes: list[Contradiction],
+    include_superseded: bool,
 ) -> _Related:
+    """``disputes``: the open contradictions read with the beliefs. A belief a resolution replaced
+    (shown only when asked for) may have others: then every open one of the teams is read."""
     r = _Related(patterns=dict(full))
     if not beliefs:
         return r
     teams = sorted({b.team for b in beliefs})
-    open_ = [c for t in teams for c in graph.contradictions(t, "open")]
+    open_ = [c for t in teams for c in graph.contradictions(t, "open")] if include_superseded else disputes
     for c in open_:
         r.other.setdefault(c.old_pattern_id, (c.new_pattern_id, c))
         r.other.setdefault(c.new_pattern_id, (c.old_pattern_id, c))
@@ -277,24 +288,28 @@ def _episodes(
     ent: str | None,
     k: int,
     include: tuple[bool, bool],
-    cover: Cover,
+    shade: Shade,
     known: dict[str, PatternStatus],
 ) -> list[EpisodeCandidate]:
-    """Raw episodes close to the query that may be shown, best first. When the beliefs found cover
-    most of the nearest ones (their evidence, or repeats of one text), the query reaches further,
-    so that k distinct messages can still be found (reading only the episodes not read yet).
+    """Raw episodes close to the query that may be shown, best first: read from the graph a part at
+    a time, until as many distinct messages as the beliefs leave slots, none of them a shown belief
+    hides or repeats, are found (``pick`` then chooses what it would from every hit). On a month-old team most of
+    the nearest messages are a shown belief's evidence or the bot's drafts: one query reaches far
+    (ids and distances only, as cheap at 135 hits as at 15 on Chroma: BENCHMARKS.md), and a hit a
+    shown belief hides whatever it holds is not read at all.
     ``include``: (drafts, superseded)."""
     out: list[EpisodeCandidate] = []
     for team in teams:
-        n = k * 3
+        hits = vectors.query(team, "episodes", query, n=k * _PARTS[-1], payload=False)
+        unread = [h for h in hits if not shade.hides_unread(h.id, h.similarity)]
         seen: dict[str, Episode] = {}
-        for _ in range(_WIDENINGS + 1):
-            hits = vectors.query(team, "episodes", query, n=n)
-            found = _usable(graph, hits, ent, include, seen, known)
-            fresh = {same_text(c.item.text) for c in found if not cover.hides(c)}
-            if len(fresh) >= k or len(hits) < n:
+        found: list[EpisodeCandidate] = []
+        for start, end in itertools.pairwise((0, *_PARTS)):
+            if k * start >= len(unread):
                 break
-            n *= 3
+            found += _usable(graph, unread[k * start : k * end], ent, include, seen, known)
+            if len({same_text(c.item.text) for c in found if not shade.hides(c)} - shade.texts) >= k - shade.good:
+                break
         out += found
     out.sort(key=lambda c: (-(c.item.similarity or 0.0), c.item.id))
     return out

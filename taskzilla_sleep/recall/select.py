@@ -59,12 +59,38 @@ class Cover:
     def hides(self, c: EpisodeCandidate) -> bool:
         return c.item.id in self.episodes or (c.absorbed_by is not None and c.absorbed_by in self.patterns)
 
+
+def episode_key(episode_id: str, similarity: float) -> tuple[bool, float, bool, str]:
+    """``final_key`` of an episode from its vector hit alone (its similarity as recall rounds it)."""
+    return (True, -round(similarity, 4), True, episode_id)
+
+
+@dataclass(frozen=True)
+class Shade:
+    """What the chosen beliefs hide, each only below itself: an episode a belief covers that ranks
+    below it (it may hold more than the summary when the question finds it closer)."""
+
+    ranked: tuple[tuple[tuple[bool, float, bool, str], Cover], ...] = ()
+    texts: frozenset[str] = frozenset()  # the beliefs' own texts: a message repeating one counts for it
+    good: int = 0  # beliefs that answer well: the slots no raw message is needed for
+
     @staticmethod
-    def union(covers: Mapping[str, Cover]) -> Cover:
-        return Cover(
-            frozenset().union(*(c.patterns for c in covers.values())),
-            frozenset().union(*(c.episodes for c in covers.values())),
+    def of(beliefs: Sequence[RecallItem], covers: Mapping[str, Cover]) -> Shade:
+        return Shade(
+            tuple((final_key(b), covers.get(b.id, Cover(frozenset({b.id})))) for b in beliefs),
+            frozenset(same_text(b.text) for b in beliefs),
+            sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH),
         )
+
+    def hides(self, c: EpisodeCandidate) -> bool:
+        key = final_key(c.item)
+        return any(v.hides(c) and key > at for at, v in self.ranked)
+
+    def hides_unread(self, episode_id: str, similarity: float) -> bool:
+        """Hidden whatever the episode holds: it is a shown belief's evidence and ranks below it (a
+        hit recall need not read from the graph)."""
+        key = episode_key(episode_id, similarity)
+        return any(episode_id in v.episodes and key > at for at, v in self.ranked)
 
 
 @dataclass
@@ -98,12 +124,11 @@ def pick(
     """The result from the chosen beliefs (at most k, distinct, best first) and the episode
     candidates (best first). A belief hides the episodes it covers that rank below it; if the belief
     loses its slot, so do they (they rank lower still), so hiding never costs an episode its slot."""
-    good = sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH)
-    if good >= k:
+    shade = Shade.of(beliefs, covers)
+    if shade.good >= k:
         return list(beliefs[:k])
-    ranked = [(final_key(b), covers.get(b.id, Cover(frozenset({b.id})))) for b in beliefs]
-    kept = [c for c in episodes if not any(v.hides(c) and final_key(c.item) > at for at, v in ranked)]
-    eps, extra = _collapse_episodes(kept, beliefs, k - good)
+    kept = [c for c in episodes if not shade.hides(c)]
+    eps, extra = _collapse_episodes(kept, beliefs, k - shade.good)
     final = sorted([*beliefs, *eps], key=final_key)[:k]
     return [i.model_copy(update={"duplicates": i.duplicates + extra.get(i.id, 0)}) for i in final]
 

@@ -232,11 +232,11 @@ class ChromaVectorStore:
             gens.count_deletes(collection, deleted)
         self._log.info("vectors_deleted", collection=collection.name, n=deleted)
 
-    def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
+    def query(self, team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
         name = _collection_name(team, kind)
         if n <= 0:
             return []
-        include: Any = ["documents", "metadatas", "distances"]
+        include: Any = ["documents", "metadatas", "distances"] if payload else ["distances"]
         with self._errors("query", name):
             # Recall asks both collections the same question: the query is embedded once (a
             # small cache), and the collection handle is kept (on a server, one round trip less).

@@ -207,6 +207,11 @@ class ContradictionStore(Protocol):
         """One contradiction; NotFound when there is none with that id."""
         ...
 
+    def patterns_in_dispute(self, ids: Sequence[str]) -> tuple[list[Pattern], list[Contradiction]]:
+        """The patterns, as ``patterns_by_id``, and every open contradiction naming one of them or a
+        pattern one of those contradicts (what recall shows beside them), by (opened_at, id): one read."""
+        ...
+
     def open_contradiction(self, c: Contradiction, counter: int, old_confidence: float) -> None:
         """The contradiction (created once, with the old belief's ledger given ``counter`` more
         counter-evidence and ``old_confidence``), its OLD_BELIEF/NEW_BELIEF links, the old belief
@@ -426,8 +431,9 @@ class VectorStore(Protocol):
         """Remove vectors; unknown ids are ignored."""
         ...
 
-    def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
-        """The ``n`` nearest vectors to ``text``, most similar first."""
+    def query(self, team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
+        """The ``n`` nearest vectors to ``text``, most similar first; with ``payload`` off, ids and
+        similarities only (text "" and no metadata: recall reads what it shows from the graph)."""
         ...
 
     def count(self, team: str, kind: VectorKind) -> int: ...

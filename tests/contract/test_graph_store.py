@@ -1014,6 +1014,32 @@ def test_contradictions_by_team_and_status_in_opening_order(graph_store: GraphSt
     assert graph_store.contradictions(team="nobody") == []
 
 
+def test_patterns_in_dispute_bring_the_open_contradictions_two_steps_out(graph_store: GraphStore) -> None:
+    # a - b - c - d in a chain of open contradictions, e - f resolved: a belief recall shows (a),
+    # what it is shown beside (b), and the contradictions that mark b (b - c) come in one read.
+    for i, pid in enumerate("abcdef"):
+        graph_store.write_pattern(pat(f"pat-{pid}", created_at=T0 + timedelta(minutes=i)), [], [])
+    day = timedelta(days=1)
+    chain = [
+        contra(f"con-{x}{y}", f"pat-{x}", f"pat-{y}", opened_at=T0 + n * day)
+        for n, (x, y) in enumerate(("ab", "bc", "cd", "ef"))
+    ]
+    for c in chain:
+        graph_store.open_contradiction(c, counter=1, old_confidence=0.5)
+    done = chain[3].model_copy(
+        update={"status": ContradictionStatus.RESOLVED, "resolution": "both", "resolved_by": "sara"}
+    )
+    graph_store.resolve_keep_both(done, PatternUpdate(id="pat-e"), PatternUpdate(id="pat-f"))
+
+    patterns, disputes = graph_store.patterns_in_dispute(["pat-a", "pat-nope"])
+    assert [p.id for p in patterns] == ["pat-a"] and [c.id for c in disputes] == ["con-ab", "con-bc"]
+    assert disputes == [c for c in graph_store.contradictions(status="open") if c.id in ("con-ab", "con-bc")]
+    patterns, disputes = graph_store.patterns_in_dispute(["pat-c", "pat-b", "pat-e"])
+    assert [p.id for p in patterns] == ["pat-b", "pat-c", "pat-e"]
+    assert [c.id for c in disputes] == ["con-ab", "con-bc", "con-cd"]
+    assert graph_store.patterns_in_dispute(["pat-f"])[1] == [] and graph_store.patterns_in_dispute([]) == ([], [])
+
+
 def test_get_contradiction_of_an_unknown_id_is_not_found(graph_store: GraphStore) -> None:
     with pytest.raises(NotFound, match="con-nope"):
         graph_store.get_contradiction("con-nope")

@@ -119,6 +119,14 @@ def test_upsert_is_idempotent_and_replaces(vector_store: VectorStore) -> None:
     assert hit.similarity == pytest.approx(1.0, abs=1e-3)
 
 
+def test_a_query_without_payload_gives_ids_and_similarities_only(vector_store: VectorStore) -> None:
+    upsert_three(vector_store)
+    full = vector_store.query("alpha", "episodes", DEPLOY, n=3)
+    bare = vector_store.query("alpha", "episodes", DEPLOY, n=3, payload=False)
+    assert [(h.id, round(h.similarity, 5)) for h in bare] == [(h.id, round(h.similarity, 5)) for h in full]
+    assert all(h.text == "" and h.metadata == {} for h in bare) and any(h.text for h in full)
+
+
 def test_empty_upsert_is_a_no_op_and_mismatched_lengths_are_refused(vector_store: VectorStore) -> None:
     vector_store.upsert("alpha", "episodes", [], [], [])
     assert vector_store.count("alpha", "episodes") == 0

@@ -8,6 +8,7 @@ steer which items a query finds; these tests check recall's plumbing and rules, 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -26,6 +27,7 @@ from taskzilla_sleep.recall import ContradictionRef, RecallItem, recall, render_
 from taskzilla_sleep.recall.prompt import HEADER, estimate_tokens, prompt_line
 from taskzilla_sleep.recall.select import Cover, EpisodeCandidate, pick
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
+from taskzilla_sleep.stores.ports import VectorHit, VectorKind
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, episode, pattern
 
 LATER = NIGHT + timedelta(days=1)
@@ -83,6 +85,38 @@ def test_a_belief_hides_its_own_episodes_and_the_slots_go_to_other_information(s
     items = s.ask("deploys friday", k=3)
     assert [i.id for i in items if i.kind != "episode"] == ["pat-fri"]
     assert {i.id for i in items if i.kind == "episode"} == {"ep-3", "ep-4"}  # not ep-1 (absorbed), ep-2 (evidence)
+
+
+def test_a_mature_beliefs_evidence_is_passed_over_in_one_query_and_never_read(s: Stores) -> None:
+    # A month-old team: the nearest messages are a shown belief's evidence. One episode query reaches
+    # past them (no widening), and the graph reads only the hits the belief does not hide.
+    evidence = [absorbed(i, f"release train leaves tuesday note {i}", "pat-rel") for i in range(60)]
+    others = [episode(f"o{i}", f"who drives the release train {i}") for i in range(4)]
+    s.add(*evidence, *others)
+    s.add_pattern(pattern("pat-rel", "The release train leaves on tuesday", evidence))
+    queries: list[tuple[str, int]] = []
+    read: list[str] = []
+    query, get_episodes = s.vectors.query, s.graph.get_episodes
+
+    def counted_query(team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
+        queries.append((kind, n))
+        return query(team, kind, text, n, payload)
+
+    def counted_read(ids: Sequence[str]) -> list[Episode]:
+        read.extend(ids)
+        return get_episodes(ids)
+
+    s.vectors.query = counted_query  # type: ignore[method-assign]
+    s.graph.get_episodes = counted_read  # type: ignore[method-assign]
+    items = s.ask("release train tuesday", k=5)
+
+    [belief] = [i for i in items if i.kind == "pattern"]
+    hits = query(TEAM, "episodes", "release train tuesday", 100)
+    below = {h.id for h in hits if round(h.similarity, 4) <= (belief.similarity or 0)} & {e.id for e in evidence}
+    shown = {i.id for i in items if i.kind == "episode"}
+    assert len(items) == 5 and not shown & below and shown & {e.id for e in others}
+    assert [kind for kind, _ in queries].count("episodes") == 1
+    assert below and not below & set(read)  # evidence below the belief to pass over, none of it read
 
 
 def test_identical_texts_collapse_into_the_best_one_with_a_count(s: Stores) -> None:

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from taskzilla_sleep.errors import NotFound
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, to_ms
 from taskzilla_sleep.stores import queries
-from taskzilla_sleep.stores.codec import contradiction_from_props, contradiction_props, pattern_props, update_row
+from taskzilla_sleep.stores.codec import (
+    contradiction_from_props,
+    contradiction_props,
+    pattern_from_props,
+    pattern_props,
+    update_row,
+)
 from taskzilla_sleep.stores.cypher.base import CypherBase
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import PatternUpdate
@@ -25,6 +31,16 @@ class CypherContradictions(CypherBase):
         rows = self._read(Q["contradictions"], {"team": team, "status": status})
         found = self._models("contradiction", (r["c"] for r in rows), contradiction_from_props)
         return sorted(found, key=lambda c: (c.opened_at, c.id))
+
+    def patterns_in_dispute(self, ids: Sequence[str]) -> tuple[list[Pattern], list[Contradiction]]:
+        rows = self._read(Q["patterns_in_dispute"], {"ids": list(ids)})
+        patterns = self._models("pattern", (r["p"] for r in rows), pattern_from_props)
+        props = {c["id"]: c for r in rows for c in (*r["near"], *r["far"]) if c}
+        found = self._models("contradiction", props.values(), contradiction_from_props)
+        return (
+            sorted({p.id: p for p in patterns}.values(), key=lambda p: (p.created_at, p.id)),
+            sorted(found, key=lambda c: (c.opened_at, c.id)),
+        )
 
     def get_contradiction(self, contradiction_id: str) -> Contradiction:
         rows = self._read(Q["get_contradiction"], {"id": contradiction_id})

@@ -173,6 +173,19 @@ class MemoryBeliefs(MemoryEpisodes):
                 self._relate(lk.a, lk.relation, lk.b, lk.prompt, overwrite=lk.relation == UNRELATED_TO)
 
     # -- contradictions --------------------------------------------------------------------------
+    def patterns_in_dispute(self, ids: Sequence[str]) -> tuple[list[Pattern], list[Contradiction]]:
+        patterns = self.patterns_by_id(ids)
+        with self._lock:
+            open_ = [
+                c
+                for c in self.contradiction_nodes.values()
+                if c.status is ContradictionStatus.OPEN and all(i in self.pattern_nodes for i in c.pattern_ids)
+            ]
+        near = {p.id for p in patterns}
+        near |= {i for c in open_ if near & set(c.pattern_ids) for i in c.pattern_ids}
+        found = [c.model_copy() for c in open_ if near & set(c.pattern_ids)]
+        return patterns, sorted(found, key=lambda c: (c.opened_at, c.id))
+
     def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
         with self._lock:
             found = [

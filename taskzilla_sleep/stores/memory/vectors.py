@@ -79,11 +79,16 @@ class MemoryVectorStore:
         gone = [i for i in dict.fromkeys(ids) if col.pop(i, None) is not None]
         self.deleted[(team, kind)] = self.deleted.get((team, kind), 0) + len(gone)
 
-    def query(self, team: str, kind: VectorKind, text: str, n: int) -> list[VectorHit]:
+    def query(self, team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
         col = self.cols.get((team, kind), {})
         q = self._embedder.embed([text])[0]
         hits = [
-            VectorHit(id=i, similarity=sum(a * b for a, b in zip(q, v, strict=True)), text=t, metadata=m)
+            VectorHit(
+                id=i,
+                similarity=sum(a * b for a, b in zip(q, v, strict=True)),
+                text=t if payload else "",
+                metadata=m if payload else {},
+            )
             for i, (v, t, m) in col.items()
         ]
         return sorted(hits, key=lambda h: (-h.similarity, h.id))[:n]

@@ -25,6 +25,15 @@ MATCH (c:Contradiction)
 WHERE ($team IS NULL OR c.team = $team) AND ($status IS NULL OR c.status = $status)
 RETURN properties(c) AS c
 
+// -- patterns_in_dispute --
+UNWIND $ids AS id
+MATCH (p:Pattern {id: id})
+OPTIONAL MATCH (p)<-[:OLD_BELIEF|NEW_BELIEF]-(c:Contradiction)-[:OLD_BELIEF|NEW_BELIEF]->(m:Pattern)
+WHERE c.status = 'open'
+OPTIONAL MATCH (m)<-[:OLD_BELIEF|NEW_BELIEF]-(d:Contradiction)
+WHERE d.status = 'open'
+RETURN properties(p) AS p, collect(properties(c)) AS near, collect(properties(d)) AS far
+
 // -- get_contradiction --
 MATCH (c:Contradiction {id: $id})
 RETURN properties(c) AS c
