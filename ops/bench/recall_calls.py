@@ -21,7 +21,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-COUNTED = ("pattern_cards", "patterns_by_id", "patterns_in_dispute", "contradictions", "get_episodes", "mark_accessed")
+COUNTED = (
+    "pattern_cards",
+    "patterns_by_id",
+    "patterns_in_dispute",
+    "contradictions",
+    "get_episodes",
+    "episode_cards",
+    "mark_accessed",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

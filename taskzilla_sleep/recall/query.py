@@ -18,7 +18,6 @@ from datetime import datetime
 
 from taskzilla_sleep.beliefs import injection
 from taskzilla_sleep.models import (
-    EPISODE_LIVE,
     PATTERN_LIVE,
     Contradiction,
     ContradictionKind,
@@ -42,7 +41,7 @@ from taskzilla_sleep.recall.select import (
     pick,
     same_text,
 )
-from taskzilla_sleep.stores.ports import GraphStore, PatternCard, VectorHit, VectorStore
+from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, PatternCard, VectorHit, VectorStore
 
 # Episode hits read from the graph up to each bound in turn (in k), until enough are found; the last
 # is how far the query reaches (as far as the two widenings of a 3k-hit query it replaces).
@@ -103,7 +102,7 @@ def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1) -> Re
     )
 
 
-def episode_item(e: Episode, similarity: float, superseded: bool) -> RecallItem:
+def episode_item(e: Episode | EpisodeCard, similarity: float, superseded: bool) -> RecallItem:
     return RecallItem(
         kind="episode",
         id=e.id,
@@ -302,12 +301,11 @@ def _episodes(
     for team in teams:
         hits = vectors.query(team, "episodes", query, n=k * _PARTS[-1], payload=False)
         unread = [h for h in hits if not shade.hides_unread(h.id, h.similarity)]
-        seen: dict[str, Episode] = {}
         found: list[EpisodeCandidate] = []
         for start, end in itertools.pairwise((0, *_PARTS)):
             if k * start >= len(unread):
                 break
-            found += _usable(graph, unread[k * start : k * end], ent, include, seen, known)
+            found += _usable(graph, unread[k * start : k * end], ent, include, known)
             if len({same_text(c.item.text) for c in found if not shade.hides(c)} - shade.texts) >= k - shade.good:
                 break
         out += found
@@ -320,15 +318,11 @@ def _usable(
     hits: Sequence[VectorHit],
     ent: str | None,
     include: tuple[bool, bool],
-    seen: dict[str, Episode],
     known: dict[str, PatternStatus],
 ) -> list[EpisodeCandidate]:
     include_drafts, include_superseded = include
-    unread = [h.id for h in hits if h.id not in seen]
-    if unread:
-        seen.update((e.id, e) for e in graph.get_episodes(unread))
-    eps = {h.id: seen[h.id] for h in hits if h.id in seen}
-    owners = {e.absorbed_by for e in eps.values() if e.absorbed_by}
+    cards = graph.episode_cards([h.id for h in hits], include_drafts) if hits else {}
+    owners = {e.absorbed_by for e in cards.values() if e.absorbed_by}
     unknown = sorted(owners - known.keys())
     if unknown:
         known.update((i, c.status) for i, c in graph.pattern_cards(unknown).items())
@@ -336,11 +330,9 @@ def _usable(
     gone = {i for i in owners if known.get(i) in _GONE}
     out: list[EpisodeCandidate] = []
     for h in hits:
-        e = eps.get(h.id)
-        if e is None or e.status not in EPISODE_LIVE:
-            continue
-        if e.provenance is Provenance.AI_DRAFT and not include_drafts:
-            continue  # the bot's own drafts are not the team's memory
+        e = cards.get(h.id)
+        if e is None:
+            continue  # not live, a draft not asked for, or unreadable
         if injection(e.text) is not None:
             continue  # chat is data: an order to the assistant, or a secret, is never handed to the bot
         if ent and ent not in (normalize_name(e.author), normalize_name(e.channel)) and ent not in e.text.casefold():

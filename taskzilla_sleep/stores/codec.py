@@ -17,15 +17,25 @@ from taskzilla_sleep.models import (
     STEP_DONE,
     Contradiction,
     Episode,
+    EpisodeStatus,
     Pattern,
     PatternStatus,
+    Provenance,
     Run,
     Tombstone,
     from_ms,
     to_ms,
 )
 from taskzilla_sleep.stores.executor import Row
-from taskzilla_sleep.stores.ports import AlertRecord, EpisodeRecord, ItemUpdate, Mention, PatternCard, Retirement
+from taskzilla_sleep.stores.ports import (
+    AlertRecord,
+    EpisodeCard,
+    EpisodeRecord,
+    ItemUpdate,
+    Mention,
+    PatternCard,
+    Retirement,
+)
 
 # What turning stored props into a model raises when a value is out of range, of the wrong type or
 # missing (written by an older version or by hand): the item is skipped and quarantined, never fatal.
@@ -104,6 +114,20 @@ def episode_from_props(p: Row) -> Episode:
         distilled_at=_time(p, "distilled_at"),
         distill_attempts=int(p.get("distill_attempts") or 0),
         declined_size=int(p.get("declined_size") or 0),
+    )
+
+
+def episode_card_from_row(r: Row) -> EpisodeCard:
+    return EpisodeCard(
+        id=str(r["id"]),
+        team=str(r["team"]),
+        channel=str(r["channel"]),
+        author=str(r["author"]),
+        text=str(r["text"] or ""),
+        ts=from_ms(int(r["ts"])),
+        provenance=Provenance(r["provenance"]),
+        status=EpisodeStatus(r["status"]),
+        absorbed_by=None if r["absorbed_by"] is None else str(r["absorbed_by"]),
     )
 
 

@@ -22,6 +22,7 @@ from taskzilla_sleep.stores.records import (
     AlertKind,
     AlertRecord,
     AlertStatus,
+    EpisodeCard,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -71,6 +72,11 @@ class EpisodeStore(Protocol):
 
     def get_episodes(self, ids: Sequence[str]) -> list[Episode]:
         """Episodes by id, in no particular order; unknown and quarantined ids are left out."""
+        ...
+
+    def episode_cards(self, ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
+        """What recall shows of each live (raw or absorbed) episode among ``ids``; the bot's drafts
+        only if ``drafts``. Other, unknown and unreadable ids are left out."""
         ...
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
@@ -477,6 +483,7 @@ __all__ = [
     "Embedder",
     "EpisodeRecord",
     "EpisodeStore",
+    "EpisodeCard",
     "EpisodeUpdate",
     "Forgetting",
     "GraphBackend",

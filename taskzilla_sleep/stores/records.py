@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, Time
+from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, Provenance, Time
 
 ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]
@@ -67,6 +68,21 @@ class PatternCard:
     subjects: tuple[str, ...]
     confidence: float
     support_count: int
+
+
+@dataclass(frozen=True)
+class EpisodeCard:
+    """A live episode as recall shows it (raw or absorbed; not the nights' bookkeeping)."""
+
+    id: str
+    team: str
+    channel: str
+    author: str
+    text: str
+    ts: datetime
+    provenance: Provenance
+    status: EpisodeStatus
+    absorbed_by: str | None
 
 
 @dataclass(frozen=True)

@@ -383,6 +383,27 @@ def test_get_episodes_leaves_out_unknown_ids(graph_store: GraphStore) -> None:
     assert graph_store.stored_episodes([]) == {}
 
 
+def test_episode_cards_show_what_recall_shows_of_live_episodes(graph_store: GraphStore) -> None:
+    eps = [
+        ep(0, text='a "quoted" line\nwith an ünïcode break'),
+        ep(1, status=EpisodeStatus.ABSORBED, absorbed_by="pat-1", absorbed_at=T0),
+        ep(2, provenance=Provenance.AI_DRAFT),
+        ep(3, provenance=Provenance.BOT),
+        ep(4, status=EpisodeStatus.RETIRED),
+        ep(5, status=EpisodeStatus.PRUNED),
+    ]
+    graph_store.upsert_episodes(eps, [])
+    ids = ["nope", *(e.id for e in eps)]
+    cards = graph_store.episode_cards(ids, drafts=False)
+    assert sorted(cards) == [eps[0].id, eps[1].id, eps[3].id]
+    assert sorted(graph_store.episode_cards(ids, drafts=True)) == [eps[i].id for i in range(4)]
+    for e in (eps[0], eps[1], eps[3]):
+        c = cards[e.id]
+        assert (c.team, c.channel, c.author, c.text, c.ts) == (e.team, e.channel, e.author, e.text, e.ts)
+        assert (c.provenance, c.status, c.absorbed_by) == (e.provenance, e.status, e.absorbed_by)
+    assert graph_store.episode_cards([], drafts=True) == {}
+
+
 def test_episodes_in_window_bounds_statuses_and_order(graph_store: GraphStore) -> None:
     after, until = T0, T0 + timedelta(hours=1)
     eps = [

@@ -27,7 +27,7 @@ from taskzilla_sleep.recall import ContradictionRef, RecallItem, recall, render_
 from taskzilla_sleep.recall.prompt import HEADER, estimate_tokens, prompt_line
 from taskzilla_sleep.recall.select import Cover, EpisodeCandidate, pick
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
-from taskzilla_sleep.stores.ports import VectorHit, VectorKind
+from taskzilla_sleep.stores.ports import EpisodeCard, VectorHit, VectorKind
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, episode, pattern
 
 LATER = NIGHT + timedelta(days=1)
@@ -96,18 +96,18 @@ def test_a_mature_beliefs_evidence_is_passed_over_in_one_query_and_never_read(s:
     s.add_pattern(pattern("pat-rel", "The release train leaves on tuesday", evidence))
     queries: list[tuple[str, int]] = []
     read: list[str] = []
-    query, get_episodes = s.vectors.query, s.graph.get_episodes
+    query, episode_cards = s.vectors.query, s.graph.episode_cards
 
     def counted_query(team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
         queries.append((kind, n))
         return query(team, kind, text, n, payload)
 
-    def counted_read(ids: Sequence[str]) -> list[Episode]:
+    def counted_read(ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
         read.extend(ids)
-        return get_episodes(ids)
+        return episode_cards(ids, drafts)
 
     s.vectors.query = counted_query  # type: ignore[method-assign]
-    s.graph.get_episodes = counted_read  # type: ignore[method-assign]
+    s.graph.episode_cards = counted_read  # type: ignore[method-assign]
     items = s.ask("release train tuesday", k=5)
 
     [belief] = [i for i in items if i.kind == "pattern"]
@@ -116,7 +116,7 @@ def test_a_mature_beliefs_evidence_is_passed_over_in_one_query_and_never_read(s:
     shown = {i.id for i in items if i.kind == "episode"}
     assert len(items) == 5 and not shown & below and shown & {e.id for e in others}
     assert [kind for kind, _ in queries].count("episodes") == 1
-    assert below and not below & set(read)  # evidence below the belief to pass over, none of it read
+    assert below and read and not below & set(read)  # evidence below the belief to pass over, none of it read
 
 
 def test_identical_texts_collapse_into_the_best_one_with_a_count(s: Stores) -> None:

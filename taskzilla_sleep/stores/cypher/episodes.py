@@ -24,6 +24,7 @@ from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, PATTERN_LIVE, E
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import (
     UNREADABLE,
+    episode_card_from_row,
     episode_from_props,
     episode_props,
     record_from_row,
@@ -35,6 +36,7 @@ from taskzilla_sleep.stores.codec import (
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import (
+    EpisodeCard,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -158,6 +160,13 @@ class CypherEpisodes(CypherBase):
         for part in chunks(list(ids), self._batch * 4):
             rows = self._read(Q["get_episodes"], {"ids": part})
             out.extend(self._models("episode", (r["p"] for r in rows), episode_from_props))
+        return out
+
+    def episode_cards(self, ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
+        out: dict[str, EpisodeCard] = {}
+        for part in chunks(list(ids), self._batch * 4):
+            rows = self._read(Q["episode_cards"], {"ids": part, "live": live_statuses("episode"), "drafts": drafts})
+            out.update((c.id, c) for c in self._models("episode", rows, episode_card_from_row))
         return out
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ from datetime import datetime
 from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import (
+    EpisodeCard,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -65,6 +66,13 @@ class MemoryEpisodes(MemoryBase):
         with self._lock:
             found = [self.episode_nodes[i] for i in dict.fromkeys(ids) if i in self.episode_nodes]
             return [e.model_copy() for e in found if e.status is not EpisodeStatus.QUARANTINED]
+
+    def episode_cards(self, ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
+        return {
+            e.id: EpisodeCard(e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by)
+            for e in self.get_episodes(ids)
+            if e.status in EPISODE_LIVE and (drafts or e.provenance is not Provenance.AI_DRAFT)
+        }
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
         with self._lock:

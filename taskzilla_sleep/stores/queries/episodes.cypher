@@ -63,6 +63,13 @@ UNWIND $ids AS id
 MATCH (e:Episode {id: id})
 RETURN properties(e) AS p
 
+// -- episode_cards --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+WHERE e.status IN $live AND ($drafts OR e.provenance <> 'ai-draft')
+RETURN e.id AS id, e.team AS team, e.channel AS channel, e.author AS author, e.text AS text, e.ts AS ts,
+       e.provenance AS provenance, e.status AS status, e.absorbed_by AS absorbed_by
+
 // -- live_episode_texts --
 UNWIND $ids AS id
 MATCH (e:Episode {id: id})
