@@ -21,7 +21,6 @@ from taskzilla_sleep.models import (
     PATTERN_LIVE,
     Contradiction,
     ContradictionKind,
-    Episode,
     Pattern,
     PatternStatus,
     Provenance,
@@ -102,7 +101,7 @@ def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1) -> Re
     )
 
 
-def episode_item(e: Episode | EpisodeCard, similarity: float, superseded: bool) -> RecallItem:
+def episode_item(e: EpisodeCard, similarity: float, superseded: bool) -> RecallItem:
     return RecallItem(
         kind="episode",
         id=e.id,
@@ -292,10 +291,10 @@ def _episodes(
 ) -> list[EpisodeCandidate]:
     """Raw episodes close to the query that may be shown, best first: read from the graph a part at
     a time, until as many distinct messages as the beliefs leave slots, none of them a shown belief
-    hides or repeats, are found (``pick`` then chooses what it would from every hit). On a month-old team most of
-    the nearest messages are a shown belief's evidence or the bot's drafts: one query reaches far
-    (ids and distances only, as cheap at 135 hits as at 15 on Chroma: BENCHMARKS.md), and a hit a
-    shown belief hides whatever it holds is not read at all.
+    hides or repeats, are found (``pick`` then chooses what it would from every hit). On a month-old
+    team most of the nearest messages are a shown belief's evidence, the bot's drafts or repeats:
+    one query reaches far (ids and distances only, as cheap at 135 hits as at 15 on Chroma:
+    BENCHMARKS.md), and a hit a shown belief hides whatever it holds is not read at all.
     ``include``: (drafts, superseded)."""
     out: list[EpisodeCandidate] = []
     for team in teams:
