@@ -13,7 +13,8 @@ upsert is one atomic write on both backends, so a reader always finds a whole co
 2. creates generation N+1, marked ``tz_building`` (the time it started), and copies every live
    vector of N into it: ids, embeddings, documents, metadatas, in batches, never re-embedded;
 3. marks N+1 built and switches the registry to it;
-4. copies what was written to N meanwhile (by id), and drops N.
+4. copies what was written to N meanwhile (new ids, and ids whose document or metadata changed),
+   deletes what was deleted from N meanwhile, and drops N.
 
 A crash before 3 leaves readers on N and a half-written N+1; after 3, readers on N+1 and N still
 there. Both are *leftovers* (a generation that is not current): :func:`leftovers` names them for
@@ -188,11 +189,13 @@ def rebuild(
     new.modify(metadata={DELETED: 0})  # built: no longer a generation in the making
     registry.switch(base, generation)
     crashpoint("vectors.rebuild_after_switch")
-    # Written to the old generation while we copied (an ingest does not wait for the night): by id.
-    # A vector replaced meanwhile under the same id keeps its copied version until the next upsert.
-    old_ids, new_ids = all_ids(old), all_ids(new)
-    copied += _copy(old, new, sorted(old_ids - new_ids), batch)
-    gone = sorted(new_ids - old_ids)
+    # Written to the old generation while we copied (an ingest, a person's pin or resolution does not
+    # wait for the night): new ids are copied, ids whose text or metadata changed copied over again.
+    old_rows, new_rows = contents(old), contents(new)
+    copied += _copy(old, new, sorted(old_rows.keys() - new_rows.keys()), batch)
+    changed = sorted(i for i in old_rows.keys() & new_rows.keys() if old_rows[i] != new_rows[i])
+    _copy(old, new, changed, batch, replace=True)
+    gone = sorted(new_rows.keys() - old_rows.keys())
     if gone:
         new.delete(ids=gone)
         count_deletes(new, len(gone))
@@ -237,7 +240,23 @@ def all_ids(collection: Collection) -> set[str]:
         offset += _ID_PAGE
 
 
-def _copy(old: Collection, new: Collection, ids: Sequence[str], batch: int) -> int:
+def contents(collection: Collection) -> dict[str, tuple[str | None, dict[str, Any]]]:
+    """Each vector's document and metadata, by id (what an upsert under the same id may change)."""
+    found: dict[str, tuple[str | None, dict[str, Any]]] = {}
+    offset = 0
+    while True:
+        got = collection.get(include=["documents", "metadatas"], limit=_ID_PAGE, offset=offset)
+        none: list[Any] = [None] * len(got["ids"])
+        documents: list[Any] = list(got["documents"] or none)
+        metadatas: list[Any] = list(got["metadatas"] or none)
+        found.update((i, (d, _plain(m))) for i, d, m in zip(got["ids"], documents, metadatas, strict=True))
+        if len(got["ids"]) < _ID_PAGE:
+            return found
+        offset += _ID_PAGE
+
+
+def _copy(old: Collection, new: Collection, ids: Sequence[str], batch: int, replace: bool = False) -> int:
+    """``ids`` from ``old`` into ``new`` (``replace``: over what ``new`` holds under them)."""
     copied = 0
     for start in range(0, len(ids), batch):
         got = old.get(ids=list(ids[start : start + batch]), include=["embeddings", "documents", "metadatas"])
@@ -246,7 +265,8 @@ def _copy(old: Collection, new: Collection, ids: Sequence[str], batch: int) -> i
         # Through float32: what Chroma stores; a server's decimals come back as the same values.
         vectors = np.asarray(got["embeddings"], dtype=np.float32)
         metadatas: Any = [_plain(m) or None for m in (got["metadatas"] or [{}] * len(got["ids"]))]
-        new.add(ids=list(got["ids"]), embeddings=vectors, documents=got["documents"], metadatas=metadatas)
+        write = new.upsert if replace else new.add
+        write(ids=list(got["ids"]), embeddings=vectors, documents=got["documents"], metadatas=metadatas)
         copied += len(got["ids"])
         if start == 0:
             crashpoint("vectors.rebuild_mid_copy")

@@ -121,6 +121,37 @@ def test_a_reader_opened_before_the_rebuild_follows_the_switch(open_store: Opene
     assert rebuild_heavy(night, "alpha", 0.5) == 0  # below the ratio now
 
 
+def test_what_another_process_writes_while_the_copy_runs_is_in_the_new_generation(
+    open_store: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The API process pins, edits and forgets while the night copies: a new id, an id written over
+    # in place (another text and metadata) and a deleted id all end in the new generation as written.
+    night, api = open_store(), open_store()
+    ids = _seed(night)
+    night.delete("alpha", "episodes", ids[:5])
+    api.query("alpha", "episodes", "who is on call", n=1)  # holds the old generation's handle
+    real = gens.crashpoint
+
+    def write_meanwhile(point: str) -> None:
+        if point == "vectors.rebuild_before_switch":
+            api.upsert("alpha", "episodes", ["e6", "e11"], [TEXTS[2], TEXTS[3]], [{"i": 66}, {"i": 11}])
+            api.delete("alpha", "episodes", ["e7"])
+        real(point)
+
+    monkeypatch.setattr(gens, "crashpoint", write_meanwhile)
+    done = night.rebuild("alpha", "episodes")
+
+    assert done is not None and done.generation == 1
+    assert night.present("alpha", "episodes") == {"e5", "e6", "e11"}
+    [hit] = [h for h in night.query("alpha", "episodes", TEXTS[2], n=3) if h.id == "e6"]
+    # (Chroma's upsert merges metadata: the keys not written again stay.)
+    assert (hit.text, hit.metadata) == (TEXTS[2], {"i": 66, "team": "alpha"})
+    assert hit.similarity == pytest.approx(1.0, abs=1e-3)
+    fresh = open_store()  # what a process opened after the night sees
+    assert fresh.embeddings("alpha", "episodes", ["e6"]) == night.embeddings("alpha", "episodes", ["e6"])
+    assert fresh.embeddings("alpha", "episodes", ["e6"]) == api.embeddings("alpha", "episodes", ["e6"])
+
+
 def test_reconcile_drops_a_superseded_generation_at_once_and_one_being_built_after_the_grace(
     open_store: Opener,
 ) -> None:
