@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.logs import configure_logging
     from taskzilla_sleep.recall import recall
+    from taskzilla_sleep.recall.select import same_text
     from taskzilla_sleep.settings import load_settings
 
     configure_logging(level="warning")
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                 if name in ("get_episodes", "episode_cards"):  # the rows, and the distinct texts in them
                     eps = list(got.values()) if isinstance(got, dict) else got
                     calls["  episode rows"] += len(eps)
-                    calls["  distinct texts"] += len({" ".join(e.text.split()).casefold() for e in eps})
+                    calls["  distinct texts"] += len({same_text(e.text) for e in eps})
                 return got
 
             return wrapper

@@ -15,6 +15,7 @@ from taskzilla_sleep.stores.codec import (
     update_row,
 )
 from taskzilla_sleep.stores.cypher.base import CypherBase
+from taskzilla_sleep.stores.cypher.patterns import by_creation
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import PatternUpdate
 
@@ -38,7 +39,7 @@ class CypherContradictions(CypherBase):
         props = {c["id"]: c for r in rows for c in (*r["near"], *r["far"]) if c}
         found = self._models("contradiction", props.values(), contradiction_from_props)
         return (
-            sorted({p.id: p for p in patterns}.values(), key=lambda p: (p.created_at, p.id)),
+            sorted({p.id: p for p in patterns}.values(), key=by_creation),
             sorted(found, key=lambda c: (c.opened_at, c.id)),
         )
 

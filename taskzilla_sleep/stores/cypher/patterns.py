@@ -21,18 +21,18 @@ from taskzilla_sleep.stores.ports import (
 Q = queries.load("patterns")
 
 
-def _by_creation(p: Pattern) -> tuple[datetime, str]:
+def by_creation(p: Pattern) -> tuple[datetime, str]:
     return (p.created_at, p.id)
 
 
 class CypherPatterns(CypherBase):
     def patterns(self, team: str) -> list[Pattern]:
         rows = self._read(Q["patterns"], {"team": team})
-        return sorted(self._models("pattern", (r["p"] for r in rows), pattern_from_props), key=_by_creation)
+        return sorted(self._models("pattern", (r["p"] for r in rows), pattern_from_props), key=by_creation)
 
     def patterns_by_id(self, ids: Sequence[str]) -> list[Pattern]:
         rows = self._read(Q["patterns_by_id"], {"ids": list(ids)})
-        return sorted(self._models("pattern", (r["p"] for r in rows), pattern_from_props), key=_by_creation)
+        return sorted(self._models("pattern", (r["p"] for r in rows), pattern_from_props), key=by_creation)
 
     def pattern_cards(self, ids: Sequence[str]) -> dict[str, PatternCard]:
         rows = self._read(Q["pattern_cards"], {"ids": list(ids)})
