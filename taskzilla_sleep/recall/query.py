@@ -70,11 +70,8 @@ def recall(
     related = _related(graph, beliefs, full, disputes, include_superseded)
     covers = related.covers(beliefs)
     shade = Shade.of(beliefs, covers)
-    eps = (
-        _episodes(graph, vectors, query, team_list, ent, k, (include_drafts, include_superseded), shade, known)
-        if shade.good < k
-        else []
-    )
+    reader = _Reader(shade, ent, include_drafts, include_superseded, known)
+    eps = _episodes(graph, vectors, query, team_list, k, reader) if shade.good < k else []
     items = related.beside(pick(beliefs, eps, k, covers), sims)
     graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
     settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
@@ -283,61 +280,109 @@ def _episodes(
     vectors: VectorStore,
     query: str,
     teams: Sequence[str],
-    ent: str | None,
     k: int,
-    include: tuple[bool, bool],
-    shade: Shade,
-    known: dict[str, PatternStatus],
+    reader: _Reader,
 ) -> list[EpisodeCandidate]:
     """Raw episodes close to the query that may be shown, best first: read from the graph a part at
     a time, until as many distinct messages as the beliefs leave slots, none of them a shown belief
     hides or repeats, are found (``pick`` then chooses what it would from every hit). On a month-old
     team most of the nearest messages are a shown belief's evidence, the bot's drafts or repeats:
     one query reaches far (ids and distances only, as cheap at 135 hits as at 15 on Chroma:
-    BENCHMARKS.md), and a hit a shown belief hides whatever it holds is not read at all.
-    ``include``: (drafts, superseded)."""
+    BENCHMARKS.md); a hit a shown belief hides whatever it holds is not read at all, and the hits
+    with the vector of one read (its repeats: "deploy done" on thirty days) are only looked at in
+    the same read, to count them (``Reader.part``)."""
     out: list[EpisodeCandidate] = []
+    shade = reader.shade
     for team in teams:
         hits = vectors.query(team, "episodes", query, n=k * _PARTS[-1], payload=False)
-        unread = [h for h in hits if not shade.hides_unread(h.id, h.similarity)]
-        found: list[EpisodeCandidate] = []
+        left = sorted((h for h in hits if not shade.hides_unread(h.id, h.similarity)), key=_rank)
         for start, end in itertools.pairwise((0, *_PARTS)):
-            if k * start >= len(unread):
+            part = reader.part(left, k * (end - start))
+            if not part:
                 break
-            found += _usable(graph, unread[k * start : k * end], ent, include, known)
-            if len({same_text(c.item.text) for c in found if not shade.hides(c)} - shade.texts) >= k - shade.good:
+            settled = reader.read(graph, part)
+            left = [h for h in left if h.id not in settled]
+            if (
+                len({same_text(c.item.text) for c in reader.found if not shade.hides(c)} - shade.texts)
+                >= k - shade.good
+            ):
                 break
-        out += found
+        out += reader.found
+        reader.found = []
     out.sort(key=lambda c: (-(c.item.similarity or 0.0), c.item.id))
     return out
 
 
-def _usable(
-    graph: GraphStore,
-    hits: Sequence[VectorHit],
-    ent: str | None,
-    include: tuple[bool, bool],
-    known: dict[str, PatternStatus],
-) -> list[EpisodeCandidate]:
-    include_drafts, include_superseded = include
-    cards = graph.episode_cards([h.id for h in hits], include_drafts) if hits else {}
-    owners = {e.absorbed_by for e in cards.values() if e.absorbed_by}
-    unknown = sorted(owners - known.keys())
-    if unknown:
-        known.update((i, c.status) for i, c in graph.pattern_cards(unknown).items())
-    # A message absorbed by a belief no longer held is that belief's evidence: gone with it.
-    gone = {i for i in owners if known.get(i) in _GONE}
-    out: list[EpisodeCandidate] = []
-    for h in hits:
-        e = cards.get(h.id)
-        if e is None:
-            continue  # not live, a draft not asked for, or unreadable
+def _rank(h: VectorHit) -> tuple[float, str]:
+    return (-h.similarity, h.id)  # the order ``pick`` shows episodes in (final_key)
+
+
+@dataclass
+class _Reader:
+    """Reads episode hits from the graph as candidates: what may be shown of what was asked."""
+
+    shade: Shade
+    ent: str | None
+    drafts: bool
+    superseded: bool
+    known: dict[str, PatternStatus]  # pattern statuses read so far (the owners of absorbed messages)
+    found: list[EpisodeCandidate] = field(default_factory=list)
+
+    def part(self, left: Sequence[VectorHit], size: int) -> list[tuple[VectorHit, list[str]]]:
+        """Up to ``size`` hits to read next, best first, each with the hits left of its vector (an
+        equal distance: an identical vector, so nearly always the same text). Asked about by an
+        entity, a message's author and channel count: every hit is read on its own."""
+        if self.ent is not None:
+            return [(h, []) for h in left[:size]]
+        part: dict[float, tuple[VectorHit, list[str]]] = {}
+        for h in left:
+            if h.similarity in part:
+                part[h.similarity][1].append(h.id)
+            elif len(part) < size:
+                part[h.similarity] = (h, [])
+        return list(part.values())
+
+    def read(self, graph: GraphStore, part: Sequence[tuple[VectorHit, Sequence[str]]]) -> set[str]:
+        """Read ``part``: each hit that may be shown becomes a candidate, counting in ``duplicates``
+        its repeats that could stand in its place. Returns the hits settled: those read, and the
+        repeats of a message that stands (that no shown belief hides), save those holding another
+        text; the repeats of one that does not stand are read next, in case one of them does."""
+        cards = graph.episode_cards([h.id for h, _ in part], self.drafts, {h.id: same for h, same in part})
+        owners = {o for e in cards.values() for o in (e.absorbed_by, *e.repeats, *(r[2] for r in e.others)) if o}
+        unknown = sorted(owners - self.known.keys())
+        if unknown:
+            self.known.update((i, c.status) for i, c in graph.pattern_cards(unknown).items())
+        # A message absorbed by a belief no longer held is that belief's evidence: gone with it.
+        gone = {i for i in owners if self.known.get(i) in _GONE}
+        settled = {h.id for h, _ in part}
+        for h, same in part:
+            e = cards.get(h.id)
+            c = self._candidate(e, h.similarity, gone) if e is not None else None
+            if e is None or c is None:
+                continue
+            if not self.shade.hides(c):
+                # The same text but for spacing and case (an uncased model's vector is the same).
+                key = same_text(e.text)
+                alike = [r for r in e.others if same_text(r[1]) == key]
+                n = sum(1 for o in (*e.repeats, *(r[2] for r in alike)) if self._counts(c, o, gone))
+                c = EpisodeCandidate(c.item.model_copy(update={"duplicates": 1 + n}), c.absorbed_by) if n else c
+                settled.update(set(same) - {r[0] for r in e.others if same_text(r[1]) != key})
+            self.found.append(c)
+        return settled
+
+    def _candidate(self, e: EpisodeCard, similarity: float, gone: set[str]) -> EpisodeCandidate | None:
         if injection(e.text) is not None:
-            continue  # chat is data: an order to the assistant, or a secret, is never handed to the bot
+            return None  # chat is data: an order to the assistant, or a secret, is never handed to the bot
+        ent = self.ent
         if ent and ent not in (normalize_name(e.author), normalize_name(e.channel)) and ent not in e.text.casefold():
-            continue
+            return None
         superseded = e.absorbed_by in gone
-        if superseded and not include_superseded:
-            continue
-        out.append(EpisodeCandidate(episode_item(e, round(h.similarity, 4), superseded), e.absorbed_by))
-    return out
+        if superseded and not self.superseded:
+            return None
+        return EpisodeCandidate(episode_item(e, round(similarity, 4), superseded), e.absorbed_by)
+
+    def _counts(self, c: EpisodeCandidate, owner: str | None, gone: set[str]) -> bool:
+        """Whether a repeat of ``c``'s text absorbed by ``owner`` would be a candidate beside it."""
+        if owner in gone and not self.superseded:
+            return False
+        return not self.shade.hides(EpisodeCandidate(c.item, owner))

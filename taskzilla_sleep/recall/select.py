@@ -144,7 +144,7 @@ def _collapse_episodes(
     for c in candidates:
         key = same_text(c.item.text)
         if key in owner:
-            extra[owner[key]] = extra.get(owner[key], 0) + 1
+            extra[owner[key]] = extra.get(owner[key], 0) + c.item.duplicates
             continue
         owner[key] = c.item.id
         out.append(c.item)

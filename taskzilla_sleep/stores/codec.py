@@ -128,6 +128,9 @@ def episode_card_from_row(r: Row) -> EpisodeCard:
         provenance=Provenance(r["provenance"]),
         status=EpisodeStatus(r["status"]),
         absorbed_by=None if r["absorbed_by"] is None else str(r["absorbed_by"]),
+        # A repeat's owner comes in a list of one: a list that collect keeps when the owner is null.
+        repeats=tuple(None if o[0] is None else str(o[0]) for o in r.get("repeats") or ()),
+        others=tuple((str(i), str(t or ""), None if o is None else str(o)) for i, t, o in r.get("others") or ()),
     )
 
 

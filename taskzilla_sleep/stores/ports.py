@@ -74,9 +74,12 @@ class EpisodeStore(Protocol):
         """Episodes by id, in no particular order; unknown and quarantined ids are left out."""
         ...
 
-    def episode_cards(self, ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
-        """What recall shows of each live (raw or absorbed) episode among ``ids``; the bot's drafts
-        only if ``drafts``. Other, unknown and unreadable ids are left out."""
+    def episode_cards(
+        self, ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
+    ) -> dict[str, EpisodeCard]:
+        """What recall shows of each live (raw or absorbed) episode among ``ids`` (drafts only if
+        ``drafts``; others left out), and of its ``same`` (repeats: an identical vector) that would
+        be cards, in ``repeats`` the owner of each holding its text exactly; ``others`` the rest."""
         ...
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:

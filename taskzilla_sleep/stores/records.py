@@ -83,6 +83,10 @@ class EpisodeCard:
     provenance: Provenance
     status: EpisodeStatus
     absorbed_by: str | None
+    # Of the ids asked about with it (``episode_cards``' ``same``) that would be cards themselves:
+    # the owner (absorbed_by) of each holding exactly its text, and (id, text, owner) of the others.
+    repeats: tuple[str | None, ...] = ()
+    others: tuple[tuple[str, str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)

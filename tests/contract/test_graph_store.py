@@ -404,6 +404,33 @@ def test_episode_cards_show_what_recall_shows_of_live_episodes(graph_store: Grap
     assert graph_store.episode_cards([], drafts=True) == {}
 
 
+def test_episode_cards_look_at_repeats_without_reading_them(graph_store: GraphStore) -> None:
+    # Recall asks for one message of each vector and about the others it found with it: those that
+    # hold exactly its text are counted (by owner), those holding another come back to be read.
+    line = 'deploy done, "ünïcode" too'
+    eps = [
+        ep(0, text=line),
+        ep(1, text=line),
+        ep(2, text=line, status=EpisodeStatus.ABSORBED, absorbed_by="pat-1", absorbed_at=T0),
+        ep(3, text=line, provenance=Provenance.AI_DRAFT),
+        ep(4, text=line, status=EpisodeStatus.PRUNED),
+        ep(5, text="Deploy  done"),
+        ep(6, text=line),
+    ]
+    graph_store.upsert_episodes(eps, [])
+    same = [e.id for e in eps[1:6]] + ["nope"]
+    cards = graph_store.episode_cards([eps[0].id, eps[6].id], drafts=False, same={eps[0].id: same})
+    c = cards[eps[0].id]
+    assert sorted(c.repeats, key=str) == sorted([None, "pat-1"], key=str)  # not the draft, the pruned one
+    assert c.others == ((eps[5].id, "Deploy  done", None),)
+    assert (c.text, c.status) == (line, EpisodeStatus.RAW)
+    assert (cards[eps[6].id].repeats, cards[eps[6].id].others) == ((), ())  # nothing asked about it
+    with_drafts = graph_store.episode_cards([eps[0].id], drafts=True, same={eps[0].id: same})[eps[0].id]
+    assert len(with_drafts.repeats) == 3
+    # A message that is no card itself (here a draft not asked for) says nothing of its repeats.
+    assert graph_store.episode_cards([eps[3].id], drafts=False, same={eps[3].id: [eps[0].id]}) == {}
+
+
 def test_episodes_in_window_bounds_statuses_and_order(graph_store: GraphStore) -> None:
     after, until = T0, T0 + timedelta(hours=1)
     eps = [

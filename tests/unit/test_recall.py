@@ -8,7 +8,7 @@ steer which items a query finds; these tests check recall's plumbing and rules, 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -102,9 +102,11 @@ def test_a_mature_beliefs_evidence_is_passed_over_in_one_query_and_never_read(s:
         queries.append((kind, n))
         return query(team, kind, text, n, payload)
 
-    def counted_read(ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
+    def counted_read(
+        ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
+    ) -> dict[str, EpisodeCard]:
         read.extend(ids)
-        return episode_cards(ids, drafts)
+        return episode_cards(ids, drafts, same)
 
     s.vectors.query = counted_query  # type: ignore[method-assign]
     s.graph.episode_cards = counted_read  # type: ignore[method-assign]
@@ -128,6 +130,32 @@ def test_identical_texts_collapse_into_the_best_one_with_a_count(s: Stores) -> N
     )
     items = s.ask("lunch noon", k=2)
     assert len(items) == 2 and items[0].duplicates == 3 and items[1].id == "ep-4"
+
+
+def test_a_months_repeats_are_counted_in_the_read_of_one_and_a_tie_of_two_texts_is_read(s: Stores) -> None:
+    # Thirty days of one line have one vector: one of them is read, the others counted in the same
+    # read. Two texts with one vector (the test embedder hashes "19" and "28" alike) are both shown.
+    s.add(*(episode(f"c{i:02}", "the coffee machine is broken again") for i in range(30)))
+    s.add(episode("d1", "the coffee machine moved to 19"), episode("d2", "the coffee machine moved to 28"))
+    s.add(episode("dr", "the coffee machine is broken again", provenance=Provenance.AI_DRAFT))
+    read: list[str] = []
+    episode_cards = s.graph.episode_cards
+
+    def counted_read(
+        ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
+    ) -> dict[str, EpisodeCard]:
+        read.extend(ids)
+        return episode_cards(ids, drafts, same)
+
+    s.graph.episode_cards = counted_read  # type: ignore[method-assign]
+    items = {i.text: i for i in s.ask("coffee machine broken", k=5)}
+    assert items["the coffee machine is broken again"].duplicates == 30  # not the bot's draft
+    assert items["the coffee machine is broken again"].id == "ep-c00"
+    assert {"the coffee machine moved to 19", "the coffee machine moved to 28"} <= set(items)
+    assert len(read) < 10 and len(items) == 3
+    read.clear()
+    drafts = {i.text: i for i in s.ask("coffee machine broken", k=5, include_drafts=True)}
+    assert drafts["the coffee machine is broken again"].duplicates == 31 and len(read) < 10
 
 
 def test_an_episode_with_a_beliefs_text_counts_for_the_belief(s: Stores) -> None:

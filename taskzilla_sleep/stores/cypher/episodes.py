@@ -14,7 +14,7 @@ answered "Attempted to access undefined attribute" to every later scan of that l
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import structlog
@@ -162,11 +162,17 @@ class CypherEpisodes(CypherBase):
             out.extend(self._models("episode", (r["p"] for r in rows), episode_from_props))
         return out
 
-    def episode_cards(self, ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
+    def episode_cards(
+        self, ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
+    ) -> dict[str, EpisodeCard]:
         out: dict[str, EpisodeCard] = {}
-        for part in chunks(list(ids), self._batch * 4):
-            rows = self._read(Q["episode_cards"], {"ids": part, "live": live_statuses("episode"), "drafts": drafts})
-            out.update((c.id, c) for c in self._models("episode", rows, episode_card_from_row))
+        asked = [{"id": i, "same": list((same or {}).get(i, ()))} for i in dict.fromkeys(ids)]
+        for part in chunks(asked, self._batch * 4):
+            params = {"rows": part, "live": live_statuses("episode"), "drafts": drafts}
+            out.update(
+                (c.id, c)
+                for c in self._models("episode", self._read(Q["episode_cards"], params), episode_card_from_row)
+            )
         return out
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
@@ -67,12 +67,22 @@ class MemoryEpisodes(MemoryBase):
             found = [self.episode_nodes[i] for i in dict.fromkeys(ids) if i in self.episode_nodes]
             return [e.model_copy() for e in found if e.status is not EpisodeStatus.QUARANTINED]
 
-    def episode_cards(self, ids: Sequence[str], drafts: bool) -> dict[str, EpisodeCard]:
-        return {
-            e.id: EpisodeCard(e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by)
-            for e in self.get_episodes(ids)
-            if e.status in EPISODE_LIVE and (drafts or e.provenance is not Provenance.AI_DRAFT)
-        }
+    def episode_cards(
+        self, ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
+    ) -> dict[str, EpisodeCard]:
+        def card(e: Episode) -> bool:
+            return e.status in EPISODE_LIVE and (drafts or e.provenance is not Provenance.AI_DRAFT)
+
+        out: dict[str, EpisodeCard] = {}
+        for e in self.get_episodes(ids):
+            if not card(e):
+                continue
+            near = [r for r in self.get_episodes((same or {}).get(e.id, ())) if card(r)]
+            repeats = tuple(r.absorbed_by for r in near if r.text == e.text)
+            others = tuple((r.id, r.text, r.absorbed_by) for r in near if r.text != e.text)
+            fields = (e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by)
+            out[e.id] = EpisodeCard(*fields, repeats, others)
+        return out
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
         with self._lock:
