@@ -12,7 +12,9 @@ Every recall marks what it returned as accessed (prune reads that: a recalled ep
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -45,6 +47,17 @@ from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, PatternCard, V
 # Episode hits read from the graph up to each bound in turn (in k), until enough are found; the last
 # is how far the query reaches (as far as the two widenings of a 3k-hit query it replaces).
 _PARTS = (3, 9, 27)
+# The episode queries of this process's recalls (the API's threads share it), run beside the belief
+# reads. A forked child starts its own: the parent's threads do not exist there.
+_QUERIES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
+
+
+def _new_pool() -> None:
+    global _QUERIES
+    _QUERIES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
+
+
+os.register_at_fork(after_in_child=_new_pool)
 # Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
 _GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
 
@@ -66,12 +79,16 @@ def recall(
     # Every pattern status this recall has read: the episodes' owners are mostly among them, and a
     # mature memory (where most recalls find beliefs) should not pay a round trip to read them again.
     known: dict[str, PatternStatus] = {}
-    beliefs, full, disputes = _beliefs(graph, vectors, query, team_list, ent, k, include_superseded, sims, known)
+    found = {team: vectors.query(team, "patterns", query, n=k * 4, payload=False) for team in team_list}
+    # The episode queries need only the query's vector, embedded above: they run while the graph
+    # reads the beliefs (a month-old team's recall finds beliefs almost every time).
+    hits = {team: _QUERIES.submit(vectors.query, team, "episodes", query, k * _PARTS[-1], False) for team in team_list}
+    beliefs, full, disputes = _beliefs(graph, found, ent, k, include_superseded, sims, known)
     related = _related(graph, beliefs, full, disputes, include_superseded)
     covers = related.covers(beliefs)
     shade = Shade.of(beliefs, covers)
     reader = _Reader(shade, ent, include_drafts, include_superseded, known)
-    eps = _episodes(graph, vectors, query, team_list, k, reader) if shade.good < k else []
+    eps = _episodes(graph, hits, k, reader) if shade.good < k else []
     items = related.beside(pick(beliefs, eps, k, covers), sims)
     graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
     settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
@@ -121,9 +138,7 @@ def _about(card: PatternCard, ent: str) -> bool:
 
 def _beliefs(
     graph: GraphStore,
-    vectors: VectorStore,
-    query: str,
-    teams: Sequence[str],
+    found: Mapping[str, Sequence[VectorHit]],
     ent: str | None,
     k: int,
     include_superseded: bool,
@@ -133,8 +148,7 @@ def _beliefs(
     """The best k distinct beliefs over the floors, their patterns read in full, and the open
     contradictions shown beside them (read with them)."""
     ranked: list[RecallItem] = []
-    for team in teams:
-        hits = vectors.query(team, "patterns", query, n=k * 4, payload=False)
+    for team, hits in found.items():
         sims.update((h.id, round(h.similarity, 4)) for h in hits)
         # Hits below every floor are never shown: not worth fetching their patterns from the graph.
         hits = [h for h in hits if h.similarity >= LOWEST_FLOOR]
@@ -276,12 +290,7 @@ def _related(
 
 
 def _episodes(
-    graph: GraphStore,
-    vectors: VectorStore,
-    query: str,
-    teams: Sequence[str],
-    k: int,
-    reader: _Reader,
+    graph: GraphStore, queries: Mapping[str, Future[list[VectorHit]]], k: int, reader: _Reader
 ) -> list[EpisodeCandidate]:
     """Raw episodes close to the query that may be shown, best first: read from the graph a part at
     a time, until as many distinct messages as the beliefs leave slots, none of them a shown belief
@@ -293,9 +302,8 @@ def _episodes(
     the same read, to count them (``Reader.part``)."""
     out: list[EpisodeCandidate] = []
     shade = reader.shade
-    for team in teams:
-        hits = vectors.query(team, "episodes", query, n=k * _PARTS[-1], payload=False)
-        left = sorted((h for h in hits if not shade.hides_unread(h.id, h.similarity)), key=_rank)
+    for running in queries.values():
+        left = sorted((h for h in running.result() if not shade.hides_unread(h.id, h.similarity)), key=_rank)
         for start, end in itertools.pairwise((0, *_PARTS)):
             part = reader.part(left, k * (end - start))
             if not part:
