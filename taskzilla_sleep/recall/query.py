@@ -47,6 +47,8 @@ from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, PatternCard, V
 # Episode hits read from the graph up to each bound in turn (in k), until enough are found; the last
 # is how far the query reaches (as far as the two widenings of a 3k-hit query it replaces).
 _PARTS = (3, 9, 27)
+# Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
+_GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
 # The episode queries of this process's recalls (the API's threads share it), run beside the belief
 # reads. A forked child starts its own: the parent's threads do not exist there.
 _QUERIES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
@@ -58,8 +60,6 @@ def _new_pool() -> None:
 
 
 os.register_at_fork(after_in_child=_new_pool)
-# Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
-_GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
 
 
 def recall(

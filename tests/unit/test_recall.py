@@ -8,6 +8,10 @@ steer which items a query finds; these tests check recall's plumbing and rules, 
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -156,6 +160,38 @@ def test_a_months_repeats_are_counted_in_the_read_of_one_and_a_tie_of_two_texts_
     read.clear()
     drafts = {i.text: i for i in s.ask("coffee machine broken", k=5, include_drafts=True)}
     assert drafts["the coffee machine is broken again"].duplicates == 31 and len(read) < 10
+
+
+def test_the_episode_query_runs_beside_the_belief_reads_and_a_forked_child_has_its_own(s: Stores) -> None:
+    # The episode query goes to a pool of threads while the graph reads the beliefs; a child forked
+    # from a process that recalled (a replica, a test driver) must not wait on its parent's threads.
+    s.add(episode(1, "lunch is at noon"))
+    threads: list[str] = []
+    query = s.vectors.query
+
+    def noted(team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
+        threads.append(f"{kind} {threading.current_thread().name.startswith('recall-query')}")
+        return query(team, kind, text, n, payload)
+
+    s.vectors.query = noted  # type: ignore[method-assign]
+    assert [i.id for i in s.ask("lunch noon")] == ["ep-1"]
+    assert sorted(threads) == ["episodes True", "patterns False"]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, whatever happens
+        try:
+            os.write(write, b"1" if [i.id for i in s.ask("lunch noon")] == ["ep-1"] else b"0")
+        finally:
+            os._exit(0)
+    try:
+        ready, _, _ = select.select([read], [], [], 30)
+        assert ready and os.read(read, 1) == b"1"
+    finally:
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read)
+        os.close(write)
 
 
 def test_an_episode_with_a_beliefs_text_counts_for_the_belief(s: Stores) -> None:
