@@ -5,8 +5,9 @@ it takes, teams asked back to back (BENCHMARKS.md, the recall ratio).
 
 WORK_DIR is a synthetic scenario's work folder after ``make bench`` (e.g.
 ``.tmp/bench/work/synthetic-falkordb``: ``data/`` and ``dataset/gold.json``), holding the team and its
-day-1 twin. Each of the bench's recall questions is asked of every team once; the graph and vector
-store calls are counted by method (episode queries by their ``n``) and printed per recall.
+day-1 twin; a Neo4j pair's folder (``neo4j/``, ``chroma-server/``) is served again for the run.
+Each of the bench's recall questions is asked of every team once; the graph and vector store calls
+are counted by method (episode queries by their ``n``) and printed per recall.
 """
 
 from __future__ import annotations
@@ -37,17 +38,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("work", type=Path)
     ap.add_argument("--rounds", type=int, default=0, help="timed rounds of every question, teams back to back")
     a = ap.parse_args(argv)
-    from ops.bench.scenario import SYNTHETIC_QUERIES
-    from taskzilla_sleep.app import build
+    from ops.bench.scenario import SYNTHETIC_QUERIES, backend_settings
     from taskzilla_sleep.logs import configure_logging
-    from taskzilla_sleep.recall import recall
-    from taskzilla_sleep.recall.select import same_text
     from taskzilla_sleep.settings import load_settings
 
     configure_logging(level="warning")
     gold = json.loads((a.work / "dataset" / "gold.json").read_text())
     questions = [h["statement"] for h in gold["habits"]] + SYNTHETIC_QUERIES
-    settings = load_settings(env={"TASKZILLA_DATA_DIR": str(a.work / "data"), "HF_HUB_OFFLINE": "1"})
+    # A Neo4j pair's store is served again from its folders (neo4j/, chroma-server/) for the run.
+    pair = "neo4j+chroma-server" if (a.work / "neo4j").is_dir() else "falkordb+chroma-embedded"
+    with backend_settings(pair, a.work) as over:
+        env = {"TASKZILLA_DATA_DIR": str(a.work / "data"), "HF_HUB_OFFLINE": "1"}
+        settings = load_settings(env=env, overrides=over)
+        _count_and_time(settings, questions, a.rounds)
+    return 0
+
+
+def _count_and_time(settings: Any, questions: list[str], rounds: int) -> None:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.recall import recall
+    from taskzilla_sleep.recall.select import same_text
+
     now = datetime.now(UTC)
     calls: collections.Counter[str] = collections.Counter()
     with build(settings) as s:
@@ -81,12 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             per = {k: round(v / len(questions), 2) for k, v in sorted(calls.items())}
             graph = round(sum(v for k, v in per.items() if not k.startswith(("chroma", " "))), 2)
             print(f"{team}: {len(questions)} recalls; per recall: graph calls {graph}; {per}")
-        if a.rounds > 0:
+        if rounds > 0:
             for name, f in originals.items():
                 setattr(s.graph, name, f)
             s.vectors.query = query  # type: ignore[method-assign]
-            _timed(s, questions, now, a.rounds, recall)
-    return 0
+            _timed(s, questions, now, rounds, recall)
 
 
 def _timed(s: Any, questions: list[str], now: datetime, rounds: int, recall: Any) -> None:

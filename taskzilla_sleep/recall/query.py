@@ -42,7 +42,7 @@ from taskzilla_sleep.recall.select import (
     pick,
     same_text,
 )
-from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, PatternCard, VectorHit, VectorStore
+from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, VectorHit, VectorStore
 
 # Episode hits read from the graph up to each bound in turn (in k), until enough are found; the last
 # is how far the query reaches (as far as the two widenings of a 3k-hit query it replaces).
@@ -132,8 +132,8 @@ def episode_item(e: EpisodeCard, similarity: float, superseded: bool) -> RecallI
     )
 
 
-def _about(card: PatternCard, ent: str) -> bool:
-    return any(normalize_name(s) == ent for s in card.subjects) or ent in card.statement.casefold()
+def _about(p: Pattern, ent: str) -> bool:
+    return any(normalize_name(s) == ent for s in p.subjects) or ent in p.statement.casefold()
 
 
 def _beliefs(
@@ -145,57 +145,36 @@ def _beliefs(
     sims: dict[str, float],
     known: dict[str, PatternStatus],
 ) -> tuple[list[RecallItem], dict[str, Pattern], list[Contradiction]]:
-    """The best k distinct beliefs over the floors, their patterns read in full, and the open
-    contradictions shown beside them (read with them)."""
+    """The best k distinct beliefs over the floors, and the open contradictions shown beside them:
+    every hit over a floor is read in full with its disputes, in one read (at most 4k patterns; a
+    second read of only those chosen cost a round trip more than it saved: BENCHMARKS.md)."""
     ranked: list[RecallItem] = []
-    for team, hits in found.items():
+    full: dict[str, Pattern] = {}
+    disputes: dict[str, Contradiction] = {}
+    for hits in found.values():
         sims.update((h.id, round(h.similarity, 4)) for h in hits)
         # Hits below every floor are never shown: not worth fetching their patterns from the graph.
         hits = [h for h in hits if h.similarity >= LOWEST_FLOOR]
-        cards = graph.pattern_cards([h.id for h in hits]) if hits else {}
-        known.update((i, c.status) for i, c in cards.items())
-        for h in hits:
-            c = cards.get(h.id)
-            if c is None or not (c.status in PATTERN_LIVE or (include_superseded and c.status in _GONE)):
-                continue
-            if ent and not _about(c, ent):
-                continue
-            if h.similarity < (FACT_MIN_SIMILARITY if c.pinned else PATTERN_MIN_SIMILARITY):
-                continue
-            ranked.append(
-                RecallItem(
-                    kind="fact" if c.pinned else "pattern",
-                    id=c.id,
-                    team=team,
-                    text=c.statement,
-                    similarity=round(h.similarity, 4),
-                    confidence=c.confidence,
-                    provenance="pinned" if c.pinned else "distilled",
-                )
-            )
-    ranked.sort(key=belief_key)
-    # Read in full only what may be shown (a pattern's evidence list grows every night).
-    chosen: list[RecallItem] = []
-    full: dict[str, Pattern] = {}
-    disputes: dict[str, Contradiction] = {}
-    pool = collapse_beliefs(ranked, len(ranked))
-    while pool and len(chosen) < k:
-        batch, pool = pool[: k - len(chosen)], pool[k - len(chosen) :]
-        patterns, contradictions = graph.patterns_in_dispute([i.id for i in batch])
+        patterns, contradictions = graph.patterns_in_dispute([h.id for h in hits]) if hits else ([], [])
         full.update((p.id, p) for p in patterns)
         disputes.update((c.id, c) for c in contradictions)
-        known.update((p.id, p.status) for p in full.values())
-        for i in batch:
-            p = full.get(i.id)
-            if p is None:
+        known.update((p.id, p.status) for p in patterns)
+        for h in hits:
+            p = full.get(h.id)
+            if p is None or not (p.status in PATTERN_LIVE or (include_superseded and p.status in _GONE)):
                 continue
-            item = belief_item(p, i.similarity, i.duplicates)
+            if ent and not _about(p, ent):
+                continue
+            if h.similarity < (FACT_MIN_SIMILARITY if p.pinned else PATTERN_MIN_SIMILARITY):
+                continue
+            item = belief_item(p, round(h.similarity, 4))
             if item.superseded and not include_superseded:
                 continue  # merged or replaced, whatever its status still says
             if not item.superseded and p.status not in PATTERN_LIVE:
                 continue  # retired without a successor (an unpinned fact): gone
-            chosen.append(item)
-    return chosen, full, sorted(disputes.values(), key=lambda c: (c.opened_at, c.id))
+            ranked.append(item)
+    ranked.sort(key=belief_key)
+    return collapse_beliefs(ranked, k), full, sorted(disputes.values(), key=lambda c: (c.opened_at, c.id))
 
 
 @dataclass
