@@ -237,7 +237,8 @@ def own_neo4j(work_dir: Path, password: str | None = None) -> Iterator[tuple[str
     """A Neo4j of the test's own from the local launcher, with its process: for tests that kill it
     (the session's shared server must survive them). Auth is off unless ``password`` is given."""
     classpath = _launcher_classpath()
-    data_dir = work_dir / "neo4j-data"
+    # Absolute: the launcher runs in work_dir, where a relative path would land one level down.
+    data_dir = (work_dir / "neo4j-data").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     cmd = [_java(), "-cp", classpath, LAUNCHER_MAIN, str(data_dir), str(port), *([password] if password else [])]
