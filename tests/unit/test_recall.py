@@ -54,6 +54,20 @@ class Stores:
     def ask(self, query: str, **kw: object) -> list[RecallItem]:
         return recall(self.graph, self.vectors, query, LATER, **kw)  # type: ignore[arg-type]
 
+    def episodes_read(self) -> list[str]:
+        """The ids of every episode card recall reads from now on (filled as it reads)."""
+        read: list[str] = []
+        cards = self.graph.episode_cards
+
+        def counted(
+            ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
+        ) -> dict[str, EpisodeCard]:
+            read.extend(ids)
+            return cards(ids, drafts, same)
+
+        self.graph.episode_cards = counted  # type: ignore[method-assign]
+        return read
+
 
 @pytest.fixture
 def s() -> Stores:
@@ -99,21 +113,14 @@ def test_a_mature_beliefs_evidence_is_passed_over_in_one_query_and_never_read(s:
     s.add(*evidence, *others)
     s.add_pattern(pattern("pat-rel", "The release train leaves on tuesday", evidence))
     queries: list[tuple[str, int]] = []
-    read: list[str] = []
-    query, episode_cards = s.vectors.query, s.graph.episode_cards
+    read = s.episodes_read()
+    query = s.vectors.query
 
     def counted_query(team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
         queries.append((kind, n))
         return query(team, kind, text, n, payload)
 
-    def counted_read(
-        ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
-    ) -> dict[str, EpisodeCard]:
-        read.extend(ids)
-        return episode_cards(ids, drafts, same)
-
     s.vectors.query = counted_query  # type: ignore[method-assign]
-    s.graph.episode_cards = counted_read  # type: ignore[method-assign]
     items = s.ask("release train tuesday", k=5)
 
     [belief] = [i for i in items if i.kind == "pattern"]
@@ -142,16 +149,7 @@ def test_a_months_repeats_are_counted_in_the_read_of_one_and_a_tie_of_two_texts_
     s.add(*(episode(f"c{i:02}", "the coffee machine is broken again") for i in range(30)))
     s.add(episode("d1", "the coffee machine moved to 19"), episode("d2", "the coffee machine moved to 28"))
     s.add(episode("dr", "the coffee machine is broken again", provenance=Provenance.AI_DRAFT))
-    read: list[str] = []
-    episode_cards = s.graph.episode_cards
-
-    def counted_read(
-        ids: Sequence[str], drafts: bool, same: Mapping[str, Sequence[str]] | None = None
-    ) -> dict[str, EpisodeCard]:
-        read.extend(ids)
-        return episode_cards(ids, drafts, same)
-
-    s.graph.episode_cards = counted_read  # type: ignore[method-assign]
+    read = s.episodes_read()
     items = {i.text: i for i in s.ask("coffee machine broken", k=5)}
     assert items["the coffee machine is broken again"].duplicates == 30  # not the bot's draft
     assert items["the coffee machine is broken again"].id == "ep-c00"
