@@ -49,14 +49,20 @@ from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, VectorHit, Vec
 _PARTS = (3, 9, 27)
 # Beliefs no longer held: replaced by a person's resolution (superseded) or merged or unpinned (retired).
 _GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
+
+
 # The episode queries of this process's recalls (the API's threads share it), run beside the belief
 # reads. A forked child starts its own: the parent's threads do not exist there.
-_QUERIES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
+
+
+_QUERIES = _pool()
 
 
 def _new_pool() -> None:
     global _QUERIES
-    _QUERIES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
+    _QUERIES = _pool()
 
 
 os.register_at_fork(after_in_child=_new_pool)
