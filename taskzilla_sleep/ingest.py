@@ -23,7 +23,16 @@ from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.faults import crashpoint
 from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, Episode, EpisodeIn, EpisodeStatus, from_ms, to_ms
+from taskzilla_sleep.models import (
+    CONTENT_FIELDS,
+    EPISODE_LIVE,
+    Episode,
+    EpisodeIn,
+    EpisodeStatus,
+    Pattern,
+    from_ms,
+    to_ms,
+)
 from taskzilla_sleep.settings import ConnectorRule, IngestSettings
 from taskzilla_sleep.stores.ports import GraphStore, MetaValue, StoredEpisode, VectorStore
 
@@ -257,6 +266,11 @@ class WriteDiscipline:
             if any(p.search(ep.text) for p in patterns):
                 return name
         return None
+
+
+def pattern_metadata(p: Pattern) -> dict[str, MetaValue]:
+    """What a pattern's vector carries besides its statement (every writer of pattern vectors uses it)."""
+    return {"kind": p.kind.value, "topic": p.topic}
 
 
 def episode_metadata(ep: Episode) -> dict[str, MetaValue]:

@@ -440,6 +440,10 @@ class Run(BaseModel):
     pattern_lags_s: list[float] = Field(default_factory=list)
     # Entries of the memory index rebuilt after the run (healthy: stable, near the cap).
     memory_index_entries: int | None = None
+    # A person undid what this run changed (``undo RUN_ID``): when, who and why.
+    undone_at: Time | None = None
+    undone_by: str | None = None
+    undo_reason: str | None = None
 
     def abandoned(self, by: str) -> Run | None:
         """This unfinished run as found after its process died (kill -9, power cut): the step in flight

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from taskzilla_sleep.archive.recording import recorded
 from taskzilla_sleep.budget import Gate, Tally
 from taskzilla_sleep.errors import StoreError, UsageError
 from taskzilla_sleep.faults import crashpoint
@@ -31,7 +32,7 @@ from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.steps import ORDER, Plan, Step, StepContext
 from taskzilla_sleep.steps.base import Abandoned, NoUsableAnswers
-from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
+from taskzilla_sleep.stores.ports import ChangeRecord, Embedder, GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
 P = TypeVar("P")
@@ -160,6 +161,13 @@ class _Night:
             team=request.teams[0] if request.teams is not None and len(request.teams) == 1 else None,
         )
         self.result = NightResult(run=run)
+        # What the night's steps write is archived first (undo RUN_ID), unless the archive is off.
+        self.change: ChangeRecord | None = None
+        if not request.dry_run and services.settings.decay.archive_days > 0:
+            wall = datetime.now(UTC)
+            self.change = ChangeRecord(
+                id=run.id, kind="run", at=request.now, recorded_at=wall, seq=time.time_ns(), by=request.trigger
+            )
         self.pending: dict[str, dict[str, Pattern]] = {}  # dry runs: per team, what earlier steps would write
         budget = services.settings.llm.night_budget
         self.gate = Gate(budget, self.llm.usage, self.stamp, hooks.deadline, hooks.tally, run.id)
@@ -170,7 +178,7 @@ class _Night:
             team,
             now,
             s.settings,
-            self.graph,
+            self.graph if self.change is None else recorded(self.graph, self.change, team),
             s.vectors,
             s.embedder,
             self.llm,

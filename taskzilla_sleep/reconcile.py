@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import structlog
 from pydantic import BaseModel, Field
 
-from taskzilla_sleep.ingest import episode_metadata
+from taskzilla_sleep.ingest import episode_metadata, pattern_metadata
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, VectorKind, VectorStore
 
@@ -123,7 +123,7 @@ def _embed(
     if kind == "episode":
         metas = {e.id: episode_metadata(e) for e in graph.get_episodes(list(texts))}
     else:
-        metas = {i: {"kind": "pattern"} for i in texts}
+        metas = {p.id: pattern_metadata(p) for p in graph.patterns_by_id(list(texts))}
     todo = [i for i in ids if i in texts and i in metas]
     if todo:
         vectors.upsert(team, vkind, todo, [texts[i] for i in todo], [metas[i] for i in todo])

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from taskzilla_sleep.contradictions import KEEP_CHOICES, resolve_command
 from taskzilla_sleep.models import Contradiction, ContradictionKind, Episode, Pattern
-from taskzilla_sleep.stores.ports import AlertKind
+from taskzilla_sleep.stores.ports import AlertKind, AlertRecord
 from taskzilla_sleep.text import one_line
 
 EXAMPLES_PER_BELIEF = 2
@@ -264,6 +264,33 @@ def format_resolution(c: Contradiction, reply_to: str | None = None, console_url
         resolved_at=c.resolved_at,
         note=c.note,
         reply_to=reply_to,
+    )
+
+
+def format_withdrawal(alert: AlertRecord, change_id: str, by: str, reason: str, at: datetime) -> AlertMessage:
+    """The follow-up to a delivered contradiction alert whose contradiction an undo took back: the run
+    that raised it was undone, so there is nothing left to decide."""
+    cid = alert.contradiction_id or alert.key
+    try:
+        link = AlertMessage.model_validate_json(alert.payload_json).console_url
+    except ValueError:  # a payload this version cannot read: the follow-up goes without the link
+        link = None
+    body = (
+        f"Contradiction {cid} was withdrawn: {by} undid {change_id}, the run that raised it ({one_line(reason, 200)}). "
+        "Nothing to decide: both beliefs are as they were before that run."
+    )
+    return AlertMessage(
+        kind="resolution",
+        id=cid,
+        team=alert.team,
+        title=f"Contradiction {cid} in {alert.team} withdrawn (run undone)",
+        sections=(Section(body=body, essential=True),),
+        console_url=link,
+        resolution="withdrawn",
+        resolved_by=by,
+        resolved_at=at,
+        note=reason,
+        reply_to=alert.message_ref,
     )
 
 

@@ -140,7 +140,8 @@ class Outbox:
         if c.status is not ContradictionStatus.RESOLVED:
             return 0
         with self._store() as g:
-            mine = [a for a in g.alerts() if a.contradiction_id == c.id]
+            # An alert an undo withdrew belongs to an earlier life of the contradiction: not answered.
+            mine = [a for a in g.alerts() if a.contradiction_id == c.id and not withdrawn(a)]
         item = f"{c.id}.resolution"
         have = {a.key for a in mine if a.kind == "resolution"}
         sent = [a for a in mine if a.kind == "contradiction" and a.status == "delivered"]
@@ -163,7 +164,13 @@ class Outbox:
         Telegram button too small for a long id carries its digest), or None."""
         for a in self.list():
             cid = a.contradiction_id
-            if a.channel == channel and a.kind == "contradiction" and cid is not None and digest(cid) == ref:
+            if (
+                a.channel == channel
+                and a.kind == "contradiction"
+                and cid is not None
+                and not withdrawn(a)
+                and digest(cid) == ref
+            ):
                 return cid
         return None
 
@@ -252,6 +259,14 @@ class Outbox:
         """Every alert (or those with ``status``), oldest first: failed ones stay here for people to see."""
         with self._store() as g:
             return [Alert.of(r) for r in g.alerts(status)]
+
+
+WITHDRAWN = "~undone:"  # in the key of an alert whose contradiction an undo took back (archive/undo.py)
+
+
+def withdrawn(a: AlertRecord) -> bool:
+    """An alert of a contradiction an undo took back (re-keyed, so the contradiction may be alerted again)."""
+    return WITHDRAWN in a.key
 
 
 def alert_key(item_id: str, channel: str) -> str:

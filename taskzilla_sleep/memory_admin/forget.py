@@ -4,17 +4,19 @@ Order, as everywhere between the two stores: the graph first, then the vectors. 
 idempotent and every decision is taken again from what the graph holds, so a crash anywhere followed
 by the same request converges on what one uninterrupted run leaves:
 
-- episodes: ``forgotten`` (text, mentions and evidence links dropped; a tombstone names who asked and
-  why, never the text), then each pattern that still names one of them as evidence is re-scored,
-  then their vectors are deleted (again, on a rerun);
+- episodes: first their images in the archive go (a retired message's text kept for ``undo``: a
+  person's request to erase reaches it too), then ``forgotten`` (text, mentions and evidence links
+  dropped; a tombstone names who asked and why, never the text), then each pattern that still names
+  one of them as evidence is re-scored, then their vectors are deleted (again, on a rerun);
 - re-scoring uses the nightly ledger rule (``policies.ledger_confidence`` and ``status_for``): an
   active belief that falls below the floor turns tentative and gives back the episodes it absorbed.
   A belief left with no supporting episode at all is retired (archived with who and why; its wording
   came only from forgotten messages). A pinned fact keeps its state: only ``forget_pattern`` forgets it;
 - a pattern: open contradictions that name it are closed (the other belief goes back from contested,
   as after "keep both"), the episodes it absorbed and still hold their text are raw again (with their
-  vectors), the node is deleted and a tombstone kept. Episodes it absorbed that decay already retired
-  lost their text then: they cannot come back, and the report lists them.
+  vectors), its images leave the archive, the node is deleted and a tombstone kept. Episodes it
+  absorbed that decay already retired stay retired, and the report lists them (``patterns release``
+  is the way to give a wrong belief's messages back, texts included, while the archive lasts).
 """
 
 from __future__ import annotations
@@ -153,6 +155,9 @@ def _forget_episodes(
     report.episodes_forgotten = [e.id for e in todo]
     report.episodes_already_forgotten = [e.id for e in episodes if e.status is EpisodeStatus.FORGOTTEN]
     report.tombstones_written = list(report.episodes_forgotten)
+    # The archive first (a retired message's text, what undo would give back): a rerun after a crash
+    # finds those already forgotten too, so it purges them all the same.
+    graph.forget_archived("Episode", [e.id for e in episodes])
     graph.forget_episodes([Forgetting(e.id, now, by, reason) for e in todo])
     gone = {e.id for e in episodes}
     for pid in [p.id for p in graph.patterns(team) if gone & set(p.evidence_ids)]:
@@ -298,6 +303,7 @@ def forget_pattern(
         done = any(t.id == pattern_id and t.kind == "pattern" and t.by for t in graph.tombstones(team))
         if not done:
             raise NotFound(f"forget pattern: no pattern {pattern_id!r} in team {team!r}")
+        graph.forget_archived("Pattern", [pattern_id])
         vectors.delete(team, "patterns", [pattern_id])  # a rerun after a crash between the stores
         report.patterns_forgotten.append(pattern_id)
         return report
@@ -307,6 +313,7 @@ def forget_pattern(
     report.episodes_not_returned = sorted(
         e.id for e in graph.get_episodes(p.evidence_ids) if e.absorbed_by == p.id and e.status is EpisodeStatus.RETIRED
     )
+    graph.forget_archived("Pattern", [p.id])
     graph.forget_pattern(p.id, now, by, reason)
     report.patterns_forgotten.append(p.id)
     report.tombstones_written.append(p.id)

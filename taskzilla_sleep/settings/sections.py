@@ -183,6 +183,10 @@ class ReflectSettings(_Section):
 
 class DecaySettings(_Section):
     grace_hours: float = Field(default=72, ge=0)
+    # What every run changed is archived (before-images; a retired message's text) so that `undo RUN`
+    # and `patterns release` can give it back; a later night purges what is older than this. 0: keep
+    # nothing (nothing can be undone; a retired message's text is gone at once, as before the archive).
+    archive_days: float = Field(default=30, ge=0)
 
 
 class WatchdogSettings(_Section):

@@ -74,6 +74,10 @@ def write(ctx: StepContext, plan: DecayPlan) -> dict[str, int]:
     retire_episodes(ctx, rows, "decay")
     crashpoint("decay.after_vectors")
     counts = plan.counts()
+    # What runs changed longer ago than decay.archive_days can no longer be undone: its images go.
+    purged = ctx.graph.purge_archive(ctx.now - timedelta(days=ctx.settings.decay.archive_days), ctx.now)
+    if purged:
+        counts["archive_purged"] = len(purged)
     # Maintenance, not a decision: the night's deletes are done; drop their dead HNSW slots.
     rebuilt = rebuild_heavy(ctx.vectors, ctx.team, ctx.settings.vector.rebuild_deleted_ratio)
     return counts | {"collections_rebuilt": rebuilt} if rebuilt else counts

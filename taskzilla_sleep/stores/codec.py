@@ -24,11 +24,14 @@ from taskzilla_sleep.models import (
     Run,
     Tombstone,
     from_ms,
+    iso_time,
     to_ms,
 )
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
+    ArchivedItem,
+    ChangeRecord,
     EpisodeCard,
     EpisodeRecord,
     ItemUpdate,
@@ -264,6 +267,11 @@ def run_props(run: Run) -> Row:
                 "pattern_lags_s": run.pattern_lags_s,
                 "memory_index_entries": run.memory_index_entries,
             }
+            | (
+                {"undone_at": iso_time(run.undone_at), "undone_by": run.undone_by, "undo_reason": run.undo_reason}
+                if run.undone_at is not None
+                else {}
+            )
         ),
     }
 
@@ -313,4 +321,65 @@ def alert_from_props(p: Row) -> AlertRecord:
         delivered_at=_time(p, "delivered_at"),
         dropped_reason=p.get("dropped_reason"),
         message_ref=p.get("message_ref"),
+    )
+
+
+# -- the archive ------------------------------------------------------------------------------------
+
+_CHANGE_TIMES = ("at", "recorded_at", "undone_at", "purged_at")
+
+
+def image_key(change: str, label: str, key: str) -> str:
+    """An image's unique key: one per change and item."""
+    return f"{change}|{label}|{key}"
+
+
+def props_json(props: Row) -> str:
+    """An item's properties as its image keeps them: JSON with sorted keys, so equal props are equal bytes."""
+    return json.dumps(props, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def change_props(c: ChangeRecord) -> Row:
+    d = _times_to_ms(c.model_dump(mode="python"), _CHANGE_TIMES)
+    d["teams"] = list(c.teams)
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def change_from_props(d: Row) -> ChangeRecord:
+    d = _times_from_ms(d, _CHANGE_TIMES)
+    d["teams"] = tuple(d.get("teams") or ())
+    return ChangeRecord.model_validate(d)
+
+
+def archived_row(a: ArchivedItem, at: datetime) -> Row:
+    """An image as the graph holds it (``at``: its change's time, which the purge counts from)."""
+    row: Row = {
+        "key": image_key(a.change, a.label, a.key),
+        "change": a.change,
+        "team": a.team,
+        "label": a.label,
+        "item": f"{a.label}|{a.key}",
+        "ref": a.key,
+        "existed": a.existed,
+        "props": a.props,
+        "edges": a.edges,
+        "at": to_ms(at),
+        "bytes": len(a.props.encode()) + len(a.edges.encode()),
+    }
+    if a.text is not None:
+        row["text"] = a.text
+        row["text_bytes"] = len(a.text.encode())
+    return row
+
+
+def archived_from_row(p: Row) -> ArchivedItem:
+    return ArchivedItem(
+        change=str(p["change"]),
+        team=str(p["team"]),
+        label=p["label"],
+        key=str(p["ref"]),
+        existed=bool(p["existed"]),
+        props=str(p["props"]),
+        edges=str(p.get("edges") or "[]"),
+        text=p.get("text"),
     )

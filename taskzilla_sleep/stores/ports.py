@@ -19,9 +19,15 @@ from typing import Protocol
 
 from taskzilla_sleep.models import Contradiction, EntityLink, Episode, Pattern, Run, Tombstone
 from taskzilla_sleep.stores.records import (
+    OWNED_EDGES,
     AlertKind,
     AlertRecord,
     AlertStatus,
+    ArchiveCounts,
+    ArchivedItem,
+    ArchivedLabel,
+    ChangeKind,
+    ChangeRecord,
     EpisodeCard,
     EpisodeRecord,
     EpisodeUpdate,
@@ -29,6 +35,7 @@ from taskzilla_sleep.stores.records import (
     GraphBackend,
     GraphCounts,
     ItemKind,
+    ItemRef,
     ItemUpdate,
     LeaseClaim,
     LeaseState,
@@ -127,6 +134,11 @@ class EpisodeStore(Protocol):
 
     def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
         """Each episode takes its new status and loses its text; a tombstone is kept (created once)."""
+        ...
+
+    def revive_episodes(self, texts: Mapping[str, str]) -> None:
+        """Each retired or pruned episode of ``texts`` raw again with that text (its text from the
+        archive): no absorption, no retirement time, its tombstone removed. Others are left as they are."""
         ...
 
     def mark_accessed(self, episode_ids: Sequence[str], pattern_ids: Sequence[str], at: datetime) -> None:
@@ -246,6 +258,8 @@ class RunLedger(Protocol):
         """The newest ``n`` runs, newest first."""
         ...
 
+    def get_run(self, run_id: str) -> Run | None: ...
+
     def night_runs(self, n: int) -> list[Run]:
         """Every run of the newest ``n`` nights, newest first (dry runs left out): a night is every run
         of one slot (its team jobs), or one run with no slot (a run-once, a watchdog distill); nights
@@ -319,6 +333,11 @@ class OutboxStore(Protocol):
         (attempts 0, no last error); nothing else changes. Returns how many were failed."""
         ...
 
+    def withdraw_alerts(self, keys: Sequence[str], suffix: str, reason: str) -> None:
+        """Each alert's key gets ``suffix`` (its item may be alerted again under the old key); a
+        pending one becomes ``dropped`` with ``reason``. An undo takes their contradictions back."""
+        ...
+
     def alerts(self, status: AlertStatus | None = None) -> list[AlertRecord]:
         """Every alert (of ``status``), oldest first."""
         ...
@@ -336,6 +355,54 @@ class LeaseStore(Protocol):
         ...
 
     def lease_state(self, name: str) -> LeaseState | None: ...
+
+
+class ArchiveStore(Protocol):
+    """What a change (a night's run, a person's resolve or release) found before it wrote: the
+    before-images that ``undo`` restores, and the retired messages' texts (``archive/``)."""
+
+    def archive_before(self, change: ChangeRecord, team: str, items: Sequence[ItemRef]) -> None:
+        """Keep each of ``items`` as it is now (one that does not exist is kept as created by the
+        change), unless the change already holds it: then only an episode's text is added, when
+        asked and not kept yet. The change is recorded on first use, ``team`` added to its teams.
+        Called before the write it protects: a crash in between keeps an image of an unchanged item."""
+        ...
+
+    def get_change(self, change_id: str) -> ChangeRecord | None: ...
+
+    def archived_items(self, change_id: str) -> list[ArchivedItem]:
+        """Every before-image of the change, by (label, key)."""
+        ...
+
+    def later_changes(self, change_id: str) -> list[ChangeRecord]:
+        """Changes not undone, recorded after ``change_id``, holding an image of an item it holds too
+        (they built on it), oldest first."""
+        ...
+
+    def restore_archived(self, items: Sequence[ArchivedItem]) -> None:
+        """Put each item back as its image says: an existing one gets its properties (an episode its
+        kept text, or the text it has) and owned relationships back; one the change created is deleted
+        with its relationships (an entity only when nothing links it any more). A forgotten episode,
+        and an item deleted since (forgotten), stay as they are. Idempotent; the caller batches."""
+        ...
+
+    def mark_undone(self, change_id: str, at: datetime, by: str, reason: str) -> None: ...
+
+    def archived_texts(self, episode_ids: Sequence[str]) -> dict[str, str]:
+        """The newest kept text of each of ``episode_ids`` that has one."""
+        ...
+
+    def purge_archive(self, before: datetime, at: datetime) -> list[str]:
+        """Changes made before ``before`` are marked purged at ``at`` and their images dropped (in
+        that order: a crash in between leaves images no undo uses, dropped by the next purge).
+        Returns the ids of the changes newly purged."""
+        ...
+
+    def forget_archived(self, label: ArchivedLabel, keys: Sequence[str]) -> int:
+        """Drop every image of these items, in every change (a person asked to forget them)."""
+        ...
+
+    def archive_counts(self, team: str | None = None) -> ArchiveCounts: ...
 
 
 class AdminStore(Protocol):
@@ -392,7 +459,15 @@ class AdminStore(Protocol):
 
 
 class GraphStore(
-    EpisodeStore, PatternStore, ContradictionStore, RunLedger, OutboxStore, LeaseStore, AdminStore, Protocol
+    EpisodeStore,
+    PatternStore,
+    ContradictionStore,
+    RunLedger,
+    OutboxStore,
+    LeaseStore,
+    ArchiveStore,
+    AdminStore,
+    Protocol,
 ):
     """Everything the domain asks of the entity graph."""
 
@@ -482,6 +557,12 @@ __all__ = [
     "AlertKind",
     "AlertRecord",
     "AlertStatus",
+    "ArchiveCounts",
+    "ArchiveStore",
+    "ArchivedItem",
+    "ArchivedLabel",
+    "ChangeKind",
+    "ChangeRecord",
     "ContradictionStore",
     "Embedder",
     "EpisodeRecord",
@@ -493,6 +574,7 @@ __all__ = [
     "GraphCounts",
     "GraphStore",
     "ItemKind",
+    "ItemRef",
     "ItemUpdate",
     "LeaseClaim",
     "LeaseState",
@@ -500,6 +582,7 @@ __all__ = [
     "LinkRelation",
     "Mention",
     "MetaValue",
+    "OWNED_EDGES",
     "OutboxStore",
     "PatternCard",
     "PatternEdges",

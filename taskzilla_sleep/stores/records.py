@@ -246,6 +246,80 @@ class AlertRecord(BaseModel):
     message_ref: str | None = None
 
 
+# -- the archive: what a change (a night's run, a person's resolve or release) found before it wrote --
+
+# The labels a change writes, whose state before it the archive keeps.
+ArchivedLabel = Literal["Episode", "Pattern", "Contradiction", "Tombstone", "Entity", "Meta"]
+ChangeKind = Literal["run", "resolve", "release"]
+# The relationships an item owns (outgoing): its image keeps them and an undo puts them back.
+OWNED_EDGES: Mapping[str, tuple[str, ...]] = {
+    "Pattern": ("ABOUT", "EVIDENCED_BY", "MERGED_INTO", "REFINES", "COMPATIBLE_WITH", "UNRELATED_TO", "SUPERSEDES"),
+    "Contradiction": ("OLD_BELIEF", "NEW_BELIEF"),
+}
+
+
+@dataclass(frozen=True)
+class ItemRef:
+    """An item a write is about to change: a node by label and id (``key`` for entities and meta).
+    ``text``: the write drops an episode's text (retire, prune), so its image keeps the text."""
+
+    label: ArchivedLabel
+    key: str
+    text: bool = False
+
+
+class ChangeRecord(BaseModel):
+    """One change whose before-images the archive holds: a run (the run's id) or a person's decision."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    kind: ChangeKind
+    at: Time  # the change's decision clock (a replayed night's --now): the archive's age counts from it
+    recorded_at: Time  # the wall clock when it first archived something
+    seq: int  # the wall clock in ns at the same moment: "later" means a greater (seq, id)
+    by: str  # who made it: "night" for a run, the person for a decision
+    teams: tuple[str, ...] = ()
+    undone_at: Time | None = None
+    undone_by: str | None = None
+    undo_reason: str | None = None
+    purged_at: Time | None = None  # its images are gone (decay.archive_days): it can no longer be undone
+
+
+@dataclass(frozen=True)
+class ArchivedItem:
+    """One item as it was before a change first wrote it. ``props``: its properties as JSON (an
+    episode's text apart, in ``text``, kept only when the change dropped it); ``edges``: the
+    relationships it owned, ``[[type, target id or key, prompt], ...]``; ``existed`` False: the change
+    created it, and an undo deletes it."""
+
+    change: str
+    team: str
+    label: ArchivedLabel
+    key: str
+    existed: bool
+    props: str
+    edges: str = "[]"
+    text: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes the archive holds for it (UTF-8)."""
+        return len(self.props.encode()) + len(self.edges.encode()) + len((self.text or "").encode())
+
+
+@dataclass(frozen=True)
+class ArchiveCounts:
+    """What the archive holds (of a team, or of the store): changes that can be undone, the items
+    they archived, the message texts among them (retired or pruned episodes), and their bytes."""
+
+    changes: int = 0
+    items: int = 0
+    texts: int = 0
+    bytes: int = 0
+    oldest: datetime | None = None
+
+
 class VectorHit(BaseModel):
     id: str
     similarity: float  # cosine similarity in [-1, 1]; 1 is identical

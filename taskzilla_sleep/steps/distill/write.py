@@ -15,6 +15,7 @@ import json
 import structlog
 
 from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.ingest import pattern_metadata
 from taskzilla_sleep.models import PATTERN_LIVE, EpisodeStatus, Pattern, to_ms
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
 from taskzilla_sleep.steps.distill.plan import DistillPlan, digest, from_journal, to_journal
@@ -44,7 +45,7 @@ def write(ctx: StepContext, plan: DistillPlan) -> dict[str, int]:
                 "patterns",
                 [p.id for p in live],
                 [p.statement for p in live],
-                [{"kind": p.kind.value, "topic": p.topic} for p in live],
+                [pattern_metadata(p) for p in live],
             )
     for i in range(0, len(plan.marks), MARK_BATCH):
         ctx.check_stop()

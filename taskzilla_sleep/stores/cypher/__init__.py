@@ -20,9 +20,15 @@ from taskzilla_sleep.stores.ports import GraphBackend, GraphStore
 
 
 class CypherGraphStore(
-    CypherEpisodes, CypherPatterns, CypherContradictions, CypherLedger, CypherOutbox, CypherLease, CypherAdmin
+    CypherEpisodes,
+    CypherPatterns,
+    CypherContradictions,
+    CypherLedger,
+    CypherOutbox,
+    CypherLease,
+    CypherAdmin,
 ):
-    """Implements ``ports.GraphStore``."""
+    """Implements ``ports.GraphStore`` (the archive through ``CypherAdmin``, which wipes it with a team)."""
 
     def __init__(self, executor: QueryExecutor, batch_size: int = 500) -> None:
         super().__init__(executor, batch_size)

@@ -12,7 +12,8 @@ import structlog
 from taskzilla_sleep.models import TEAM_RE, Tombstone, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import UNREADABLE, tombstone_from_props, tombstone_props, why_unreadable
-from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
+from taskzilla_sleep.stores.cypher.archive import CypherArchive
+from taskzilla_sleep.stores.cypher.base import chunks
 from taskzilla_sleep.stores.cypher.episodes import STAGED
 from taskzilla_sleep.stores.ports import GraphCounts, Poisoned
 
@@ -32,6 +33,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Meta", "key"),
     ("Lease", "name"),
     ("Alert", "key"),
+    ("Change", "id"),
+    ("Archived", "key"),
 )
 # Secondary indexes the steps filter on.
 INDEXES: tuple[tuple[str, str], ...] = (
@@ -43,10 +46,14 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Alert", "status"),
     ("Episode", "stage"),
     ("Entity", "stage"),
+    ("Archived", "change"),
+    ("Archived", "item"),
+    ("Archived", "team"),
+    ("Archived", "at"),
 )
 
 
-class CypherAdmin(CypherBase):
+class CypherAdmin(CypherArchive):
     def describe(self) -> str:
         return self._ex.describe()
 
@@ -139,6 +146,7 @@ class CypherAdmin(CypherBase):
         for what in ("alerts", "contradictions", "patterns", "episodes", "tombstones", "entities", "meta"):
             while int(self._write(Q[f"delete_team_{what}"], params)[0]["n"]) > 0:
                 pass
+        self.delete_team_archive(team)
 
     def close(self) -> None:
         self._ex.close()

@@ -17,6 +17,10 @@ class CypherLedger(CypherBase):
     def save_run(self, run: Run) -> None:
         self._write(Q["save_run"], {"id": run.id, "props": run_props(run)})
 
+    def get_run(self, run_id: str) -> Run | None:
+        rows = self._read(Q["get_run"], {"id": run_id})
+        return run_from_props(rows[0]["r"]) if rows else None
+
     def runs(self, n: int) -> list[Run]:
         return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
 

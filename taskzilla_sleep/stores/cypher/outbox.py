@@ -33,6 +33,10 @@ class CypherOutbox(CypherBase):
         for part in chunks(free, 200):
             self._write(Q["queue_alerts"], {"rows": part})
 
+    def withdraw_alerts(self, keys: Sequence[str], suffix: str, reason: str) -> None:
+        for part in chunks(list(keys), 200):
+            self._write(Q["withdraw_alerts"], {"keys": part, "suffix": suffix, "reason": reason})
+
     def alerted_open_contradictions(self) -> list[tuple[Contradiction, frozenset[str]]]:
         rows = self._read(Q["alerted_open_contradictions"])
         channels = {str(r["c"].get("id")): frozenset(r["channels"] or ()) for r in rows}

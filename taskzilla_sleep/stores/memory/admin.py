@@ -8,14 +8,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from taskzilla_sleep.models import TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus, Tombstone
+from taskzilla_sleep.stores.memory.archive import MemoryArchive
 from taskzilla_sleep.stores.memory.base import MemoryBase
-from taskzilla_sleep.stores.memory.ops import MemoryOps
 from taskzilla_sleep.stores.ports import GraphBackend, GraphCounts, Poisoned
 
 _TEAM = re.compile(TEAM_RE)
 
 
-class MemoryGraphStore(MemoryOps):
+class MemoryGraphStore(MemoryArchive):
     """Implements ``ports.GraphStore`` in memory (unit tests; the contract suite holds it to the real ones)."""
 
     backend: GraphBackend = "falkordb"  # behaves like the embedded default
@@ -125,6 +125,8 @@ class MemoryGraphStore(MemoryOps):
             self.alert_for = {x for x in self.alert_for if x[0] not in alerts and x[1] not in cons}
             self.meta = {k: v for k, v in self.meta.items() if not k.endswith(f":{team}")}
             self.quarantined_from = {k: v for k, v in self.quarantined_from.items() if k[1] not in eps | pats | cons}
+            self.archived = {k: a for k, a in self.archived.items() if a.team != team}
+            self.change_nodes = {i: c for i, c in self.change_nodes.items() if c.teams != (team,)}
 
     def close(self) -> None:
         pass

@@ -26,6 +26,11 @@ class MemoryOps(MemoryBeliefs):
             self._maybe_fail()
             self.run_ledger[run.id] = run.model_copy(deep=True)  # the caller goes on changing its own
 
+    def get_run(self, run_id: str) -> Run | None:
+        with self._lock:
+            run = self.run_ledger.get(run_id)
+            return run.model_copy(deep=True) if run is not None else None
+
     def runs(self, n: int) -> list[Run]:
         with self._lock:
             found = sorted(self.run_ledger.values(), key=lambda r: r.started_at, reverse=True)[:n]
@@ -92,6 +97,19 @@ class MemoryOps(MemoryBeliefs):
                 self.outbox[a.key] = a
                 if cid is not None:
                     self.alert_for.add((a.key, cid))
+
+    def withdraw_alerts(self, keys: Sequence[str], suffix: str, reason: str) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for key in keys:
+                a = self.outbox.pop(key, None)
+                if a is None:
+                    continue
+                changes: dict[str, object] = {"key": key + suffix}
+                if a.status == "pending":
+                    changes |= {"status": "dropped", "dropped_reason": reason}
+                self.outbox[key + suffix] = a.model_copy(update=changes)
+                self.alert_for = {(key + suffix if k == key else k, c) for k, c in self.alert_for}
 
     def alerted_open_contradictions(self) -> list[tuple[Contradiction, frozenset[str]]]:
         with self._lock:

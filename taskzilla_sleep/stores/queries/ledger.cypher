@@ -18,6 +18,9 @@ SET p += row.set
 // -- save_run --
 MERGE (r:Run {id: $id}) SET r += $props
 
+// -- get_run --
+MATCH (r:Run {id: $id}) RETURN properties(r) AS r
+
 // -- runs --
 MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
 

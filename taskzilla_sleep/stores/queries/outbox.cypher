@@ -73,3 +73,10 @@ MATCH (a:Alert) WHERE a.status = $status RETURN count(a) AS n
 
 // -- alerts --
 MATCH (a:Alert) WHERE $status IS NULL OR a.status = $status RETURN properties(a) AS p
+
+// -- withdraw_alerts --
+UNWIND $keys AS k
+MATCH (a:Alert {key: k})
+SET a.key = k + $suffix,
+    a.dropped_reason = CASE WHEN a.status = 'pending' THEN $reason ELSE a.dropped_reason END,
+    a.status = CASE WHEN a.status = 'pending' THEN 'dropped' ELSE a.status END
