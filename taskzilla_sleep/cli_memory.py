@@ -1,4 +1,5 @@
-"""The command line of memory a person can inspect, export and forget: `patterns`, `forget`, `export`, `import`.
+"""The command line of memory a person can inspect, export, forget and undo: `patterns`, `forget`, `undo`,
+`export`, `import`.
 
 ``cli.py`` builds the rest of the parser and dispatches here (`import`, long work with progress, runs in
 ``cli_ops``); the work is in ``memory_admin``. Forget and import write, so they hold the consolidation
@@ -96,6 +97,33 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     pshow.add_argument("--team", type=_team_name, required=True)
     pshow.add_argument("--json", action="store_true", help="machine-readable output")
 
+    prel = psub.add_parser(
+        "release",
+        parents=[common],
+        help="a belief is wrong: its absorbed messages raw again (retired ones with their archived text), it retires",
+    )
+    prel.add_argument("id")
+    prel.add_argument("--team", type=_team_name, required=True)
+    prel.add_argument("--by", help=BY_HELP)
+    prel.add_argument("--reason", required=True, help="why (kept with the retired belief and in the audit log)")
+    prel.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    prel.add_argument("--json", action="store_true", help="machine-readable output")
+
+    und = sub.add_parser(
+        "undo",
+        parents=[common],
+        help="roll back everything one run did while its archive lasts (decay.archive_days)",
+    )
+    und.add_argument("run_id", metavar="RUN_ID", help="a run's id (report, the console's Nights page)")
+    und.add_argument(
+        "--cascade", action="store_true", help="also undo the later changes that built on it, newest first"
+    )
+    und.add_argument("--dry-run", action="store_true", help="say what would be undone, change nothing")
+    und.add_argument("--by", help=BY_HELP)
+    und.add_argument("--reason", required=True, help="why (kept with the run and in the audit log)")
+    und.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    und.add_argument("--json", action="store_true", help="machine-readable output")
+
     fg = sub.add_parser("forget", parents=[common], help="forget an episode, every episode of a person, or a pattern")
     fsub = fg.add_subparsers(dest="forget_command", required=True, metavar="WHAT")
     for what, arg, helptext in (
@@ -149,6 +177,8 @@ def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets)
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import list_patterns, show_pattern
 
+    if args.patterns_command == "release":
+        return _release(args, settings, secrets)
     with build(settings, secrets) as s:
         if args.patterns_command == "list":
             status = PatternStatus(args.status) if args.status else None
@@ -203,6 +233,60 @@ def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     return 0
 
 
+def _release(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.archive import release_pattern
+    from taskzilla_sleep.memory_index import rebuild_memory
+
+    now = args.now or datetime.now(UTC)
+    with build(settings, secrets) as s, admin_lease(s.graph, settings):
+        report = release_pattern(
+            s.graph,
+            s.vectors,
+            args.team,
+            args.id,
+            args.by,
+            args.reason,
+            now,
+            rebuild_index=lambda teams: rebuild_memory(s.graph, settings, teams),
+        )
+    _audit(args.by, "release", args.team, [args.id, *report.given_back, *report.revived], reason=args.reason)
+    emit(args, report.model_dump(mode="json"), report.summary())
+    return 0
+
+
+def cmd_undo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    from taskzilla_sleep.app import build
+    from taskzilla_sleep.archive import undo_run
+    from taskzilla_sleep.memory_index import rebuild_memory
+
+    now = args.now or datetime.now(UTC)
+    with build(settings, secrets) as s, admin_lease(s.graph, settings):
+        report = undo_run(
+            s.graph,
+            s.vectors,
+            args.run_id,
+            args.by,
+            args.reason,
+            now,
+            cascade=args.cascade,
+            dry_run=args.dry_run,
+            rebuild_index=lambda teams: rebuild_memory(s.graph, settings, teams),
+        )
+    if not args.dry_run and not report.already:
+        _audit(args.by, "undo", ",".join(report.teams), report.undone, reason=args.reason, cascade=args.cascade)
+    emit(args, report.model_dump(mode="json"), report.summary())
+    return 0
+
+
+def _audit(by: str, action: str, team: str | None, ids: list[str], **extra: object) -> None:
+    """A person's decision on the command line, in the audit log like one over the API."""
+    from taskzilla_sleep.access import Access
+    from taskzilla_sleep.service import audit
+
+    audit(Access(name=by, teams=None, role="admin"), action, team, ids, **extra)
+
+
 def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import export_team
@@ -226,4 +310,4 @@ def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     return 0
 
 
-HANDLERS = {"patterns": cmd_patterns, "forget": cmd_forget, "export": cmd_export}  # import: cli_ops
+HANDLERS = {"patterns": cmd_patterns, "forget": cmd_forget, "export": cmd_export, "undo": cmd_undo}  # import: cli_ops

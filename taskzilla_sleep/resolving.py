@@ -9,16 +9,19 @@ crash between the two writes queues the answer the crash lost.
 
 from __future__ import annotations
 
-from datetime import datetime
+import hashlib
+import time
+from datetime import UTC, datetime
 
 import structlog
 
 from taskzilla_sleep import contradictions as human_loop
 from taskzilla_sleep.alerts.outbox import Outbox
+from taskzilla_sleep.archive.recording import recorded
 from taskzilla_sleep.contradictions import Keep
 from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.models import Contradiction
-from taskzilla_sleep.stores.ports import GraphStore, VectorStore
+from taskzilla_sleep.models import Contradiction, to_ms
+from taskzilla_sleep.stores.ports import ChangeRecord, GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -33,8 +36,19 @@ def resolve(
     now: datetime,
     floor: float,
 ) -> Contradiction:
-    """Resolve ``cid`` (see ``contradictions.resolve`` for the rules) and queue the answers to its alerts."""
-    done = human_loop.resolve(graph, vectors, cid, keep, by, note, now, floor)
+    """Resolve ``cid`` (see ``contradictions.resolve`` for the rules) and queue the answers to its alerts.
+    The decision's writes are archived first, as a change of its own (an undo of the night that
+    opened the contradiction names it as built on that night)."""
+    change = ChangeRecord(
+        id="res_" + hashlib.sha256(f"{cid}|{to_ms(now)}".encode()).hexdigest()[:16],
+        kind="resolve",
+        at=now,
+        recorded_at=datetime.now(UTC),
+        seq=time.time_ns(),
+        by=by.strip() or "unknown",
+    )
+    team = graph.get_contradiction(cid).team
+    done = human_loop.resolve(recorded(graph, change, team), vectors, cid, keep, by, note, now, floor)
     try:
         Outbox(graph).answer_resolution(done, now)
     except StoreError as exc:

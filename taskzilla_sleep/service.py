@@ -33,18 +33,35 @@ from taskzilla_sleep.memory_admin import (
     list_patterns,
     show_pattern,
 )
-from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, PatternStatus
+from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, PatternStatus, Time
 from taskzilla_sleep.recall import RecallItem, recall
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.ports import GraphStore, VectorStore
 
 if TYPE_CHECKING:
+    from taskzilla_sleep.archive import ReleaseReport, UndoReport
     from taskzilla_sleep.report.model import Report
 
 log = structlog.get_logger(__name__)
 
 Keep = Literal["new", "old", "both"]
 MAX_AUDIT_IDS = 50
+
+
+UndoState = Literal["undoable", "undone", "purged", "nothing"]
+
+
+class RunUndo(BaseModel):
+    """A run as the undo list shows it: ``nothing`` when it changed nothing (or ran without the archive)."""
+
+    run_id: str
+    trigger: str
+    now: Time
+    started_at: Time
+    teams: list[str]
+    state: UndoState
+    undone_at: Time | None = None
+    undone_by: str | None = None
 
 
 class ContradictionView(BaseModel):
@@ -302,6 +319,89 @@ class MemoryService:
                 raise BadRequest("forget: say what to forget (an episode id, an author or a pattern id)")
         ids = [*report.episodes_forgotten, *report.patterns_forgotten]
         audit(access, "forget", scope, ids, reason=reason, rescored=len(report.patterns_rescored))
+        return report
+
+    # -- undo and release ---------------------------------------------------------------------------
+    def runs_to_undo(self, access: Access, n: int = 20) -> list[RunUndo]:
+        """The newest ``n`` runs of the caller's teams and whether each can be undone (admin)."""
+        access.require("admin")
+        out: list[RunUndo] = []
+        for run in self.graph.runs(n):
+            if run.dry_run:
+                continue
+            change = self.graph.get_change(run.id)
+            teams = list(change.teams) if change is not None else ([run.team] if run.team else [])
+            if not all(access.sees(t) for t in teams) or (access.teams is not None and not teams):
+                continue
+            state: UndoState = "nothing"
+            if change is not None:
+                state = "undone" if change.undone_at else "purged" if change.purged_at else "undoable"
+            out.append(
+                RunUndo(
+                    run_id=run.id,
+                    trigger=run.trigger,
+                    now=run.now,
+                    started_at=run.started_at,
+                    teams=teams,
+                    state=state,
+                    undone_at=change.undone_at if change else None,
+                    undone_by=change.undone_by if change else None,
+                )
+            )
+        return out
+
+    def undo(
+        self, access: Access, run_id: str, reason: str, *, cascade: bool = False, dry_run: bool = False
+    ) -> UndoReport:
+        """Roll back what one run did (with ``cascade``, the later changes built on it first) under the
+        consolidation lease; admin of every team the undone changes touched."""
+        from taskzilla_sleep.archive import plan_undo, undo_run
+        from taskzilla_sleep.memory_index import rebuild_memory
+
+        access.require("admin")
+        if not reason.strip():
+            raise BadRequest("undo: say why (the reason is kept with the run and in the audit log)")
+        for change in plan_undo(self.graph, run_id, cascade=True):
+            for team in change.teams:
+                access.visible(team, f"run {run_id!r}")
+                access.require("admin", team)
+        with self.exclusive():
+            report = undo_run(
+                self.graph,
+                self.vectors,
+                run_id,
+                access.name,
+                reason,
+                self.clock(),
+                cascade=cascade,
+                dry_run=dry_run,
+                rebuild_index=lambda teams: rebuild_memory(self.graph, self.settings, teams),
+            )
+        if not dry_run and not report.already:
+            audit(access, "undo", ",".join(report.teams), report.undone, reason=reason, cascade=cascade)
+        return report
+
+    def release(self, access: Access, team: str | None, pattern_id: str, reason: str) -> ReleaseReport:
+        """A person judged a belief wrong: its messages back (texts from the archive), it retires."""
+        from taskzilla_sleep.archive import release_pattern
+        from taskzilla_sleep.memory_index import rebuild_memory
+
+        scope = access.team_for(team, self.settings.api.default_team)
+        access.require("write", scope)
+        if not reason.strip():
+            raise BadRequest("release: say why (the reason is kept with the retired belief)")
+        with self.exclusive():
+            report = release_pattern(
+                self.graph,
+                self.vectors,
+                scope,
+                pattern_id,
+                access.name,
+                reason,
+                self.clock(),
+                rebuild_index=lambda teams: rebuild_memory(self.graph, self.settings, teams),
+            )
+        audit(access, "release", scope, [pattern_id, *report.given_back, *report.revived], reason=reason)
         return report
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -64,6 +64,10 @@ class StatusReport(BaseModel):
             lines.append(f"  patterns        {_by_status(c.patterns)}")
             lines.append(f"  contradictions  {_by_status(c.contradictions)}")
             lines.append(f"  entities {c.entities}, tombstones {c.tombstones}, relationships {c.relationships}")
+            lines.append(
+                f"  archive         {c.archived_items} items, {c.archived_texts} message texts, "
+                f"{_size(c.archived_bytes)} (what `undo` and `patterns release` give back; decay.archive_days)"
+            )
         if self.vectors.reachable:
             lines.append("vector store:")
             if not self.vector_counts:
@@ -79,6 +83,15 @@ def _render_lease(lease: LeaseInfo) -> str:
     left = (lease.expires_at - datetime.now(UTC)).total_seconds()
     when = f"expires in {left:.0f} s unless renewed" if left > 0 else f"expired {-left:.0f} s ago"
     return f"{lease.name} held by {lease.holder} ({when})"
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB"):
+        if size < 1024:
+            return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def _by_status(d: dict[str, int]) -> str:

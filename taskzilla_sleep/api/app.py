@@ -39,15 +39,18 @@ from taskzilla_sleep.api.schemas import (
     PinRequest,
     Readiness,
     RecallResult,
+    ReleaseRequest,
     ResolveRequest,
+    UndoRequest,
 )
+from taskzilla_sleep.archive import ReleaseReport, UndoReport
 from taskzilla_sleep.errors import Busy, StoreError
 from taskzilla_sleep.ingest import IngestReport
 from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSummary
 from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern, PatternStatus
 from taskzilla_sleep.recall import render_prompt
-from taskzilla_sleep.service import ContradictionView, MemoryService
+from taskzilla_sleep.service import ContradictionView, MemoryService, RunUndo
 
 T = TypeVar("T")
 Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
@@ -281,6 +284,37 @@ def create_app(deps: ApiDeps) -> FastAPI:
         out = io.StringIO()
         service.export(who, team, out)
         return Response(content=out.getvalue(), media_type="application/x-ndjson")
+
+    @v1.get("/runs", operation_id="listRunsToUndo", response_model=list[RunUndo], responses=READ)
+    def list_runs(who: Caller, limit: Annotated[int, Query(ge=1, le=500)] = 20) -> list[RunUndo]:
+        """The newest runs of the token's teams and whether each can still be undone (admin)."""
+        return service.runs_to_undo(who, limit)
+
+    @v1.post(
+        "/runs/{run_id}/undo",
+        operation_id="undoRun",
+        response_model=UndoReport,
+        responses=WRITE | responses(429),
+    )
+    def undo_run(who: Caller, run_id: Annotated[str, Path(max_length=200)], body: UndoRequest) -> UndoReport:
+        """Roll back everything one run did while its archive lasts (``decay.archive_days``): patterns it
+        created or bumped, absorptions, retirements (texts and vectors back), contradictions and their
+        alerts (a sent one gets a follow-up), the memory index (admin). 409 when later changes built on
+        it, unless ``cascade``; a repeat changes nothing (``already``)."""
+        return service.undo(who, run_id, body.reason, cascade=body.cascade, dry_run=body.dry_run)
+
+    @v1.post(
+        "/patterns/{pattern_id}/release",
+        operation_id="releasePattern",
+        response_model=ReleaseReport,
+        responses=WRITE | responses(429),
+    )
+    def release_pattern(
+        who: Caller, pattern_id: Annotated[str, Path(max_length=200)], body: ReleaseRequest
+    ) -> ReleaseReport:
+        """A belief judged wrong: the messages it absorbed are raw again (retired ones with their text
+        and vector from the archive) and it is retired, with the token's name and the reason."""
+        return service.release(who, body.team, pattern_id, body.reason)
 
     @v1.get("/alerts", operation_id="listAlerts", response_model=list[AlertView], responses=READ)
     def list_alerts(who: Caller, status: StatusFilter | None = None, team: Team = None) -> list[AlertView]:

@@ -34,6 +34,29 @@ class ResolveRequest(BaseModel):
     note: StorableStr | None = Field(default=None, max_length=2000)
 
 
+class UndoRequest(BaseModel):
+    """Roll back what one run did. Who asked is the token's name; the reason is kept with the run."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"reason": "it learned status lines", "cascade": False}]}
+    )
+
+    reason: StorableStr = Field(min_length=1, max_length=500)
+    cascade: bool = False  # also undo the later changes that built on it, newest first
+    dry_run: bool = False  # say what would be undone, change nothing
+
+
+class ReleaseRequest(BaseModel):
+    """A belief a person judged wrong: its messages back to raw (texts from the archive), it retires."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"team": "platform", "reason": "a status line, not a rule"}]}
+    )
+
+    team: TeamName | None = None
+    reason: StorableStr = Field(min_length=1, max_length=500)
+
+
 class PinRequest(BaseModel):
     """A fact a person declares: immune to every nightly step until unpinned."""
 

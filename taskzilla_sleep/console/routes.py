@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from taskzilla_sleep.access import Access, Tokens
-from taskzilla_sleep.api.schemas import ForgetRequest, PinRequest, ResolveRequest
+from taskzilla_sleep.api.schemas import ForgetRequest, PinRequest, ReleaseRequest, ResolveRequest, UndoRequest
 from taskzilla_sleep.console import web
 from taskzilla_sleep.console.sessions import COOKIE, LOGIN_COOKIE, Session
 from taskzilla_sleep.console.web import PREFIX, Console, error_page, failure, invalid, page, redirect, to_login
@@ -257,6 +257,18 @@ def console_router(
 
         return await act(request, lambda form: f"{PREFIX}/patterns/{pid}?team={_text(form.get('team')) or ''}", work)
 
+    @router.post("/patterns/{pid}/release")
+    async def release(request: Request, pid: str) -> Response:
+        def work(s: Session, form: Any) -> Action:
+            body = ReleaseRequest(team=_text(form.get("team")) or None, reason=_text(form.get("reason")) or "")
+
+            def call() -> Done:
+                return service.release(s.access, body.team, pid, body.reason).summary(), None
+
+            return call
+
+        return await act(request, lambda form: f"{PREFIX}/patterns/{pid}?team={_text(form.get('team')) or ''}", work)
+
     # -- pinned facts -----------------------------------------------------------------------------
     @router.get("/facts")
     def facts(request: Request) -> Response:
@@ -297,10 +309,24 @@ def console_router(
         try:
             runs = _int(request.query_params.get("runs"), "runs", 14, high=365)
             report = service.nights(s.access, runs)
+            undo = service.runs_to_undo(s.access, runs)
         except TaskzillaError as exc:
             return failure(request, s, exc)
         body = "\n".join(report_sections(report))  # the report's own escaped HTML and SVG
-        return page(request, s, "nights.html", report=report, body=body, runs=runs)
+        return page(request, s, "nights.html", report=report, body=body, runs=runs, undo=undo)
+
+    @router.post("/runs/{run_id}/undo")
+    async def undo(request: Request, run_id: str) -> Response:
+        def work(s: Session, form: Any) -> Action:
+            body = UndoRequest(reason=_text(form.get("reason")) or "", cascade=form.get("cascade") == "1")
+
+            def call() -> Done:
+                report = service.undo(s.access, run_id, body.reason, cascade=body.cascade)
+                return report.summary(), None
+
+            return call
+
+        return await act(request, lambda form: f"{PREFIX}/nights", work)
 
     @router.get("/alerts")
     def alerts(request: Request) -> Response:

@@ -1,4 +1,5 @@
-"""The whole interface the domain uses of its stores, by aggregate (the values that cross it are in ``records.py``).
+"""The whole interface the domain uses of its stores, by aggregate (the values that cross it are in ``records.py``;
+the archive's aggregate is in ``archive_port.py``, the vector store's in ``vector_port.py``, both re-exported here).
 
 The graph is the source of truth for every episode and pattern (the text, the status, the audit
 trail); the vector store is a derived index of the *live* items of the graph (``reconcile`` finds
@@ -18,6 +19,7 @@ from datetime import datetime
 from typing import Protocol
 
 from taskzilla_sleep.models import Contradiction, EntityLink, Episode, Pattern, Run, Tombstone
+from taskzilla_sleep.stores.archive_port import ArchiveStore
 from taskzilla_sleep.stores.records import (
     OWNED_EDGES,
     AlertKind,
@@ -56,6 +58,7 @@ from taskzilla_sleep.stores.records import (
     VectorKind,
     VectorRebuild,
 )
+from taskzilla_sleep.stores.vector_port import Embedder, VectorStore
 
 # -- the graph, by aggregate ---------------------------------------------------------------------
 
@@ -134,11 +137,6 @@ class EpisodeStore(Protocol):
 
     def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
         """Each episode takes its new status and loses its text; a tombstone is kept (created once)."""
-        ...
-
-    def revive_episodes(self, texts: Mapping[str, str]) -> None:
-        """Each retired or pruned episode of ``texts`` raw again with that text (its text from the
-        archive): no absorption, no retirement time, its tombstone removed. Others are left as they are."""
         ...
 
     def mark_accessed(self, episode_ids: Sequence[str], pattern_ids: Sequence[str], at: datetime) -> None:
@@ -357,54 +355,6 @@ class LeaseStore(Protocol):
     def lease_state(self, name: str) -> LeaseState | None: ...
 
 
-class ArchiveStore(Protocol):
-    """What a change (a night's run, a person's resolve or release) found before it wrote: the
-    before-images that ``undo`` restores, and the retired messages' texts (``archive/``)."""
-
-    def archive_before(self, change: ChangeRecord, team: str, items: Sequence[ItemRef]) -> None:
-        """Keep each of ``items`` as it is now (one that does not exist is kept as created by the
-        change), unless the change already holds it: then only an episode's text is added, when
-        asked and not kept yet. The change is recorded on first use, ``team`` added to its teams.
-        Called before the write it protects: a crash in between keeps an image of an unchanged item."""
-        ...
-
-    def get_change(self, change_id: str) -> ChangeRecord | None: ...
-
-    def archived_items(self, change_id: str) -> list[ArchivedItem]:
-        """Every before-image of the change, by (label, key)."""
-        ...
-
-    def later_changes(self, change_id: str) -> list[ChangeRecord]:
-        """Changes not undone, recorded after ``change_id``, holding an image of an item it holds too
-        (they built on it), oldest first."""
-        ...
-
-    def restore_archived(self, items: Sequence[ArchivedItem]) -> None:
-        """Put each item back as its image says: an existing one gets its properties (an episode its
-        kept text, or the text it has) and owned relationships back; one the change created is deleted
-        with its relationships (an entity only when nothing links it any more). A forgotten episode,
-        and an item deleted since (forgotten), stay as they are. Idempotent; the caller batches."""
-        ...
-
-    def mark_undone(self, change_id: str, at: datetime, by: str, reason: str) -> None: ...
-
-    def archived_texts(self, episode_ids: Sequence[str]) -> dict[str, str]:
-        """The newest kept text of each of ``episode_ids`` that has one."""
-        ...
-
-    def purge_archive(self, before: datetime, at: datetime) -> list[str]:
-        """Changes made before ``before`` are marked purged at ``at`` and their images dropped (in
-        that order: a crash in between leaves images no undo uses, dropped by the next purge).
-        Returns the ids of the changes newly purged."""
-        ...
-
-    def forget_archived(self, label: ArchivedLabel, keys: Sequence[str]) -> int:
-        """Drop every image of these items, in every change (a person asked to forget them)."""
-        ...
-
-    def archive_counts(self, team: str | None = None) -> ArchiveCounts: ...
-
-
 class AdminStore(Protocol):
     backend: GraphBackend
 
@@ -470,86 +420,6 @@ class GraphStore(
     Protocol,
 ):
     """Everything the domain asks of the entity graph."""
-
-
-# -- vectors --------------------------------------------------------------------------------------
-
-
-class Embedder(Protocol):
-    """Turns texts into unit-length vectors. One instance is built once and reused."""
-
-    name: str
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
-class VectorStore(Protocol):
-    backend: VectorBackend
-
-    def describe(self) -> str: ...
-
-    def ping(self) -> None:
-        """Raise StoreError if the store cannot answer."""
-        ...
-
-    def upsert(
-        self,
-        team: str,
-        kind: VectorKind,
-        ids: Sequence[str],
-        texts: Sequence[str],
-        metadatas: Sequence[Mapping[str, MetaValue]],
-    ) -> None:
-        """Add or replace vectors (embedded from ``texts``). Idempotent."""
-        ...
-
-    def present(self, team: str, kind: VectorKind, ids: Sequence[str] | None = None) -> set[str]:
-        """Which of ``ids`` have a vector (every id in the collection when ``ids`` is None)."""
-        ...
-
-    def embeddings(self, team: str, kind: VectorKind, ids: Sequence[str]) -> dict[str, list[float]]:
-        """The stored vectors of ``ids`` (ids without a vector are left out)."""
-        ...
-
-    def delete(self, team: str, kind: VectorKind, ids: Sequence[str]) -> None:
-        """Remove vectors; unknown ids are ignored."""
-        ...
-
-    def query(self, team: str, kind: VectorKind, text: str, n: int, payload: bool = True) -> list[VectorHit]:
-        """The ``n`` nearest vectors to ``text``, most similar first; with ``payload`` off, ids and
-        similarities only (text "" and no metadata: recall reads what it shows from the graph)."""
-        ...
-
-    def count(self, team: str, kind: VectorKind) -> int: ...
-
-    def counts(self) -> dict[str, dict[str, int]]:
-        """Every team's live vectors by kind ({team: {"episodes": n, "patterns": m}}), in one pass."""
-        ...
-
-    def health(self, team: str, kind: VectorKind) -> VectorHealth:
-        """Live vectors, and the deleted ones the index still holds (rebuild's trigger)."""
-        ...
-
-    def rebuild(self, team: str, kind: VectorKind) -> VectorRebuild | None:
-        """Rewrite the collection from its live vectors (no re-embedding) and switch readers to it,
-        crash-safe (see stores/chroma_generations.py); None when there is no collection. The caller
-        holds the team (nothing else rebuilds it meanwhile)."""
-        ...
-
-    def drop_leftovers(self, older_than_s: float, dry_run: bool = False) -> list[str]:
-        """What interrupted rebuilds left (a superseded collection; one being built for
-        ``older_than_s``): dropped unless ``dry_run``. Returns their names (reconcile)."""
-        ...
-
-    def teams(self) -> list[str]:
-        """Teams that have at least one collection."""
-        ...
-
-    def delete_all(self) -> None:
-        """Drop every collection of this product (tests and a fresh demo only)."""
-        ...
-
-    def close(self) -> None: ...
 
 
 __all__ = [

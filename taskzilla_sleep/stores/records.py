@@ -186,6 +186,10 @@ class GraphCounts(BaseModel):
     entities: int | None = 0
     tombstones: int = 0
     relationships: int | None = 0
+    # The archive (what undo and release give back): before-images, retired messages' texts, bytes.
+    archived_items: int = 0
+    archived_texts: int = 0
+    archived_bytes: int = 0
 
     def sizes(self) -> dict[str, int]:
         """The store sizes ops watch grow (ledger, report, metrics): linear in patterns, not in messages."""
@@ -199,6 +203,9 @@ class GraphCounts(BaseModel):
             "tombstones": self.tombstones,
             "relationships": self.relationships,
             "quarantined": sum(c.get("quarantined", 0) for c in (self.episodes, self.patterns, self.contradictions)),
+            "archived_items": self.archived_items,
+            "archived_texts": self.archived_texts,
+            "archived_bytes": self.archived_bytes,
         }
         return {k: v for k, v in sizes.items() if v is not None}
 

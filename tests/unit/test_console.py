@@ -350,3 +350,24 @@ def test_sessions_expire_when_idle() -> None:
     now[0] = 120
     assert sessions.get(s.id) is None and len(sessions) == 0
     assert not s.csrf_ok(None) and not s.csrf_ok("") and s.csrf_ok(s.csrf)
+
+
+def test_an_admin_undoes_a_run_from_the_nights_page_and_a_writer_cannot(console: Console) -> None:
+    from taskzilla_sleep.pipeline import NightRequest, run_night
+
+    night = run_night(console.worker.services, NightRequest(now=NOW + timedelta(hours=18), trigger="manual"))
+    assert night.ok and console.graph.get_change(night.run.id) is not None
+    writer = console.client()
+    wcsrf = login(writer, WRITER)
+    assert writer.post(f"/ui/runs/{night.run.id}/undo", data={"csrf": wcsrf, "reason": "x"}).status_code == 403
+    c = console.client()
+    csrf = login(c, ADMIN)
+    page = c.get("/ui/nights").text
+    action = re.search(r'action="(/ui/runs/[^"]+/undo)"', page)
+    assert action is not None and night.run.id in action.group(1)
+    assert c.post(action.group(1), data={"csrf": csrf, "reason": ""}).status_code == 422  # a reason is required
+    r = c.post(action.group(1), data={"csrf": csrf, "reason": "it learned a status line"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/nights"
+    after = c.get("/ui/nights").text
+    assert f"undid {night.run.id}" in after and "undone by ops-admin" in after
+    assert console.graph.get_change(night.run.id).undone_by == "ops-admin"  # type: ignore[union-attr]

@@ -78,6 +78,8 @@ class CypherAdmin(CypherArchive):
             # An ingest in flight is not part of the store yet.
             by[label] = {str(r["status"]): int(r["n"]) for r in rows if r["status"] != STAGED}
         tombstones = int(self._read(Q[f"{scope}count_tombstones"], params)[0]["n"])
+        a = self.archive_counts(team)
+        archived = {"archived_items": a.items, "archived_texts": a.texts, "archived_bytes": a.bytes}
         if team is not None:  # entities and relationships are counted for the whole store only
             return GraphCounts(
                 episodes=by["episodes"],
@@ -86,6 +88,7 @@ class CypherAdmin(CypherArchive):
                 entities=None,
                 tombstones=tombstones,
                 relationships=None,
+                **archived,
             )
         return GraphCounts(
             episodes=by["episodes"],
@@ -94,6 +97,7 @@ class CypherAdmin(CypherArchive):
             entities=int(self._read(Q["count_entities"])[0]["n"]),
             tombstones=tombstones,
             relationships=int(self._read(Q["count_relationships"])[0]["n"]),
+            **archived,
         )
 
     def take_poisoned(self) -> list[Poisoned]:

@@ -41,6 +41,8 @@ class MemoryGraphStore(MemoryArchive):
             patterns = dict(Counter(p.status.value for p in self.pattern_nodes.values() if mine(p.team)))
             contradictions = dict(Counter(c.status.value for c in self.contradiction_nodes.values() if mine(c.team)))
             tombstones = sum(1 for t in self.tombstone_nodes.values() if mine(t.get("team")))
+            a = self.archive_counts(team)
+            archived = {"archived_items": a.items, "archived_texts": a.texts, "archived_bytes": a.bytes}
             if team is not None:  # entities and relationships are counted for the whole store only
                 return GraphCounts(
                     episodes=episodes,
@@ -49,6 +51,7 @@ class MemoryGraphStore(MemoryArchive):
                     entities=None,
                     tombstones=tombstones,
                     relationships=None,
+                    **archived,
                 )
             return GraphCounts(
                 episodes=episodes,
@@ -62,6 +65,7 @@ class MemoryGraphStore(MemoryArchive):
                 + len(self.pattern_rels)
                 + sum(i in self.pattern_nodes for c in self.contradiction_nodes.values() for i in c.pattern_ids)
                 + len(self.alert_for),
+                **archived,
             )
 
     def take_poisoned(self) -> list[Poisoned]:
