@@ -1,13 +1,15 @@
 """Runs the crash-test scenario in one process, resuming after the last finished stage.
 
-    python -m tests.crash_driver PROGRESS_FILE [--fresh] [--snapshot] [--busy]
+    python -m tests.crash_driver PROGRESS_FILE [--fresh] [--snapshot] [--busy | --undo] [--stop-after STAGE]
 
 Settings come from the environment (TASKZILLA_DATA_DIR, TASKZILLA__GRAPH__BACKEND, ...), exactly
 as for the CLI. ``TASKZILLA_CRASH_AT`` arms a crash point (see taskzilla_sleep/faults.py); the
 test then runs this driver again, unarmed, to finish — as an operator would rerun after a crash.
 The default scenario is the bundled sample week over three nights (with messages delivered late);
 ``--busy`` is one night over a generated busy week (ops/bench/generate.py), where a distill has
-dozens of patterns to write and a rerun that re-decided would group differently.
+dozens of patterns to write and a rerun that re-decided would group differently; ``--undo`` is the
+first two nights of the default scenario and then the undo of the second. ``--stop-after STAGE`` ends
+after that stage (a snapshot of the state before the undo).
 """
 
 from __future__ import annotations
@@ -88,6 +90,28 @@ def _busy_ingest(s: Services) -> None:
 BUSY: list[tuple[str, Callable[[Services], None]]] = [("ingest", _busy_ingest), ("night1", _night(NIGHT))]
 
 
+def _undo_night2(s: Services) -> None:
+    """Undo the second night (it learned the late messages' belief and retired night 1's messages)."""
+    from taskzilla_sleep.archive import undo_run
+    from taskzilla_sleep.memory_index import rebuild_memory
+
+    (night2,) = [r for r in s.graph.runs(20) if r.now == NIGHT + timedelta(hours=73)]
+    report = undo_run(
+        s.graph,
+        s.vectors,
+        night2.id,
+        "cli:ops",
+        "a false belief",
+        NIGHT + timedelta(hours=80),
+        rebuild_index=lambda teams: rebuild_memory(s.graph, s.settings, teams),
+    )
+    assert report.texts > 0 and report.removed > 0, report
+
+
+# Night 2 and its undo: what the undo leaves must be what night 1 left (and the late messages).
+UNDO: list[tuple[str, Callable[[Services], None]]] = [*STAGES[:5], ("undo2", _undo_night2)]
+
+
 def main(argv: list[str]) -> int:
     configure_logging(level="warning", json=True)  # logs to stderr; stdout carries the snapshot
     progress = Path(argv[0])
@@ -97,12 +121,16 @@ def main(argv: list[str]) -> int:
             s.vectors.delete_all()
             s.graph.ensure_schema()
         done = set(progress.read_text().split()) if progress.exists() else set()
-        for name, stage in BUSY if "--busy" in argv else STAGES:
+        scenario = BUSY if "--busy" in argv else UNDO if "--undo" in argv else STAGES
+        stop = argv[argv.index("--stop-after") + 1] if "--stop-after" in argv else None
+        for name, stage in scenario:
             if name in done:
                 continue
             stage(s)
             with progress.open("a") as f:
                 f.write(name + "\n")
+            if name == stop:
+                break
         if "--snapshot" in argv:
             drift = reconcile(s.graph, s.vectors, repair=False).drift
             vecs = {
@@ -110,7 +138,10 @@ def main(argv: list[str]) -> int:
                 for t in s.vectors.teams()
                 for k in ("episodes", "patterns")
             }
-            print(json.dumps({"graph": s.graph.snapshot(), "vectors": vecs, "drift": drift}, default=str))
+            # The archive's nodes hold run ids (a wall-clock hash) and what a crash left to its rerun:
+            # the product's state is the rest; the ledger is left out as before.
+            graph = s.graph.snapshot(skip_labels=frozenset({"Run", "Change", "Archived"}))
+            print(json.dumps({"graph": graph, "vectors": vecs, "drift": drift}, default=str))
     return 0
 
 

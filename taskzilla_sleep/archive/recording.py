@@ -46,6 +46,7 @@ UNRECORDED_WRITES: Mapping[str, str] = {
     "delete_all": "tests and a fresh demo",
     "delete_team": "import --replace",
     "queue_alerts": "undo withdraws the alerts of what it undoes itself",
+    "withdraw_alerts": "undo's own (the alerts of what it undoes)",
     "claim_alert": "delivery",
     "mark_alert_delivered": "delivery",
     "mark_alert_dropped": "delivery",

@@ -109,6 +109,31 @@ def test_sigkill_in_a_busy_distill_then_rerun_equals_an_uninterrupted_run(
     assert [n["labels"][0] for n in expected["graph"]["nodes"]].count("Pattern") >= 15
 
 
+# Inside an undo (the second night's, after both nights): its alerts withdrawn, its images put back in
+# the graph, the vectors following, and everything but the change's mark.
+UNDO_POINTS = ["undo.after_alerts", "undo.after_graph_batch", "undo.after_vectors"]
+
+
+def test_sigkill_in_an_undo_then_rerun_equals_an_uninterrupted_undo_and_the_state_before_the_night(
+    stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    full = not stack_env or os.environ.get("TASKZILLA_CRASH_MATRIX") == "full"
+    expected = _matrix(stack_env, tmp_path, UNDO_POINTS if full else ["undo.after_graph_batch"], "--undo")
+    # ... and an undo leaves what the night found: the state right after the late messages' ingest.
+    before = _drive(
+        _env(stack_env, tmp_path / "before", None),
+        tmp_path / "before.progress",
+        "--fresh",
+        "--snapshot",
+        "--undo",
+        "--stop-after",
+        "late",
+    )
+    assert before.returncode == 0, before.stderr[-3000:]
+    assert _snapshot(before.stdout) == expected
+    assert not any("#releases" in n["props"].get("statement", "") for n in expected["graph"]["nodes"])
+
+
 def _matrix(stack_env: dict[str, str], tmp_path: Path, points: list[str], *flags: str) -> dict[str, Any]:
     """Crash at each point, rerun, compare with an uninterrupted run; returns the uninterrupted snapshot."""
     base = _drive(_env(stack_env, tmp_path / "base", None), tmp_path / "base.progress", "--fresh", "--snapshot", *flags)

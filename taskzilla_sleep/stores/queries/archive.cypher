@@ -200,13 +200,15 @@ RETURN count(*) AS n
 
 // -- archive_counts --
 MATCH (a:Archived)
-RETURN count(a) AS items, count(a.text) AS texts, sum(a.bytes + coalesce(a.text_bytes, 0)) AS bytes,
+RETURN count(a) AS items, sum(CASE WHEN a.text IS NULL THEN 0 ELSE 1 END) AS texts,
+       sum(a.bytes + coalesce(a.text_bytes, 0)) AS bytes,
        count(DISTINCT a.change) AS changes, min(a.at) AS oldest
 
 // -- team_archive_counts --
 MATCH (a:Archived)
 WHERE a.team = $team
-RETURN count(a) AS items, count(a.text) AS texts, sum(a.bytes + coalesce(a.text_bytes, 0)) AS bytes,
+RETURN count(a) AS items, sum(CASE WHEN a.text IS NULL THEN 0 ELSE 1 END) AS texts,
+       sum(a.bytes + coalesce(a.text_bytes, 0)) AS bytes,
        count(DISTINCT a.change) AS changes, min(a.at) AS oldest
 
 // -- revive_episodes --
