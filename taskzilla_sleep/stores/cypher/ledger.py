@@ -17,8 +17,10 @@ class CypherLedger(CypherBase):
     def save_run(self, run: Run) -> None:
         self._write(Q["save_run"], {"id": run.id, "props": run_props(run)})
 
-    def runs(self, n: int) -> list[Run]:
-        return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
+    def runs(self, n: int, teams: Sequence[str] | None = None) -> list[Run]:
+        if teams is None:
+            return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
+        return [run_from_props(r["r"]) for r in self._read(Q["runs_of_teams"], {"teams": list(teams), "n": n})]
 
     def night_runs(self, n: int) -> list[Run]:
         return [run_from_props(r["r"]) for r in self._read(Q["night_runs"], {"n": n})]

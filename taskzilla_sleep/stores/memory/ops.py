@@ -26,9 +26,10 @@ class MemoryOps(MemoryBeliefs):
             self._maybe_fail()
             self.run_ledger[run.id] = run.model_copy(deep=True)  # the caller goes on changing its own
 
-    def runs(self, n: int) -> list[Run]:
+    def runs(self, n: int, teams: Sequence[str] | None = None) -> list[Run]:
         with self._lock:
-            found = sorted(self.run_ledger.values(), key=lambda r: r.started_at, reverse=True)[:n]
+            mine = (r for r in self.run_ledger.values() if teams is None or (r.team is not None and r.team in teams))
+            found = sorted(mine, key=lambda r: r.started_at, reverse=True)[:n]
             return [r.model_copy(deep=True) for r in found]
 
     def night_runs(self, n: int) -> list[Run]:
