@@ -4,7 +4,7 @@ A token is configured by its SHA-256 (``api.tokens`` or the YAML file ``api.toke
 by itself; ``TASKZILLA_API_TOKEN`` from the environment is one more token, an admin of every team.
 With no token at all the deployment is open (a developer's loopback worker): every caller is the
 ``anonymous`` admin. Roles are ordered: read (recall, lists) < write (ingest, resolve, pin,
-forget: a bot passes on a person's "forget what I said") < admin (status of every team, export:
+forget: a bot passes on a person's "forget what I said") < admin (its teams' status, export:
 every raw message of a team). Import is not offered over the API or MCP (an operator's command).
 """
 

@@ -146,6 +146,17 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     im = sub.add_parser("import", parents=[common], help="read an export into the configured stores")
     im.add_argument("file", help="an export file; '-' reads stdin")
     im.add_argument("--replace", action="store_true", help="delete the team's memory in the target first")
+    im.add_argument(
+        "--as-team",
+        type=_team_name,
+        metavar="NEW",
+        help="copy the file's team as team NEW (new ids; the file's own team is left as it is)",
+    )
+    im.add_argument(
+        "--no-trailer",
+        action="store_true",
+        help="import an export written before trailers (its completeness cannot be checked: a warning)",
+    )
     im.add_argument("--json", action="store_true", help="machine-readable output")
     progress.add_flags(im)
 

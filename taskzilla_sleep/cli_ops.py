@@ -186,11 +186,16 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 
 def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.memory_admin.transfer import import_team, parse_export
+    from taskzilla_sleep.ingest import episode_lines
+    from taskzilla_sleep.memory_admin.export_file import parse_export
+    from taskzilla_sleep.memory_admin.transfer import import_team
 
     source, text = read_input(args.file)
-    lines = text.splitlines()
-    team = parse_export(lines, source).header.team  # a bad file costs no store start and writes nothing
+    lines = episode_lines(text)  # \n only: an export's JSON may hold U+2028 raw, which splitlines() would split
+    parsed = parse_export(lines, source, trailer=not args.no_trailer)  # a bad file costs no store start
+    team = args.as_team or parsed.team
+    for warning in parsed.warnings:
+        print(f"taskzilla-sleep: warning: {warning}", file=sys.stderr, flush=True)
     shown = progress_for(args, "import", f"import {source}")
 
     def tell(phase: str, done: int, total: int) -> None:
@@ -199,12 +204,24 @@ def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 
     try:
         with build(settings, secrets) as s, shown, admin_lease(s.graph, settings), sigterm_interrupts():
-            report = import_team(s.graph, s.vectors, lines, source, replace=args.replace, progress=tell)
+            report = import_team(
+                s.graph,
+                s.vectors,
+                lines,
+                source,
+                replace=args.replace,
+                progress=tell,
+                as_team=args.as_team,
+                trailer=not args.no_trailer,
+            )
     except KeyboardInterrupt:
         return say_interrupted(shown, import_interrupted_note(team, shown, args.replace))
     what = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()) if v)
     embedded = ", ".join(f"{k} {v}" for k, v in sorted(report.vectors.items()))
-    text_out = f"imported team {report.team}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
+    name = f"team {report.copied_from} as team {report.team}" if report.copied_from else f"team {report.team}"
+    text_out = f"imported {name}{' (replaced)' if report.replaced else ''}: {what}; embedded {embedded}"
+    if report.left_out:
+        text_out += "; not copied: " + ", ".join(f"{k} {v}" for k, v in sorted(report.left_out.items()))
     shown.finish(report.model_dump(mode="json"), f"done in {shown.elapsed():.1f} s")
     emit(args, report.model_dump(mode="json"), text_out)
     return 0

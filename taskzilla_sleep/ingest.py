@@ -3,9 +3,9 @@
 Bad input is reported with file, line, field and reason, and nothing from that file is written:
 the schema, the characters the stores can hold, timestamps in a sane range, and ids — an id
 already stored (or used earlier in the file) with other content is an error, with the same content
-a no-op. The graph write itself is all or nothing (see ``GraphStore.upsert_episodes``).
-Write discipline skips content a connected tool can re-derive: counted and logged, not
-stored.
+a no-op (ids are unique per store: the error quotes nothing of another team's message). The graph
+write itself is all or nothing (see ``GraphStore.upsert_episodes``). Write discipline skips content
+a connected tool can re-derive: counted and logged, not stored.
 """
 
 from __future__ import annotations
@@ -242,6 +242,22 @@ def content_differences(ep: Episode, stored: StoredEpisode) -> str | None:
     return ", ".join(diffs) or None
 
 
+def id_clash(ep: Episode, stored: StoredEpisode) -> str | None:
+    """Why ``ep`` cannot be stored under its id, held by ``stored``; None when it is a re-delivery.
+
+    Ids are unique per store, not per team. A message of the same team is the sender's own data: the
+    fields that differ are named. Of another team, nothing of it is (its team, channel, author, text,
+    time or hash): only that the id is taken, which any refusal says anyway.
+    """
+    if stored.fields.get("team") != ep.team:
+        return f"id {ep.id!r} is already used by another message ({OWN_IDS})"
+    diff = content_differences(ep, stored)
+    return None if diff is None else f"id {ep.id!r} is already stored with other content: {diff}"
+
+
+OWN_IDS = "ids are unique per store: prefix a connector's ids, e.g. tg-<chat>-<message>, or leave id out"
+
+
 def _same_content(a: Episode, b: Episode, where: str) -> str | None:
     """What differs between two items of one file with the same id (``where``: the other's line/item)."""
     mine, theirs = a.content(), b.content()
@@ -352,9 +368,8 @@ class Ingestor:
         # error: storing nothing under it while answering "already present" would lose the message.
         stored = self._graph.stored_episodes([e.id for _, e in kept])
         for n, ep in kept:
-            diff = content_differences(ep, stored[ep.id]) if ep.id in stored else None
-            if diff is not None:
-                errors.append(LineError(source, n, "id", f"id {ep.id!r} is already stored with other content: {diff}"))
+            if ep.id in stored and (clash := id_clash(ep, stored[ep.id])) is not None:
+                errors.append(LineError(source, n, "id", clash))
         self._raise_if(errors)
         existing = {i: s.status for i, s in stored.items()}
         new = [e for _, e in kept if e.id not in existing]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -369,6 +369,17 @@ def store_sizes(graph: GraphStore, vectors: VectorStore, team: str | None = None
         "vectors_episodes": sum(kinds.get("episodes", 0) for kinds in by_team),
         "vectors_patterns": sum(kinds.get("patterns", 0) for kinds in by_team),
     }
+
+
+def teams_sizes(graph: GraphStore, vectors: VectorStore, teams: Collection[str] | None) -> dict[str, int]:
+    """``store_sizes`` of every team (None), or of ``teams`` summed (a one-team admin's status)."""
+    if teams is None:
+        return store_sizes(graph, vectors)
+    total: dict[str, int] = {}
+    for team in sorted(teams):
+        for k, v in store_sizes(graph, vectors, team).items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def _usage_delta(res: StepResult, used: LLMUsage) -> None:

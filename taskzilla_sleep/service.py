@@ -218,13 +218,14 @@ class MemoryService:
         return sorted(found)
 
     def nights(self, access: Access, runs: int) -> Report:
-        """The report of the last ``runs`` nights with its verdicts (admin: the ledger spans every team)."""
-        from taskzilla_sleep.report.model import build_report
+        """The report of the last ``runs`` nights with its verdicts (admin): of the token's teams' jobs
+        only, the whole ledger for a token of every team."""
+        from taskzilla_sleep.report.model import TeamsLedger, build_report
 
         access.require("admin")
         s = self.settings
         return build_report(
-            self.graph,
+            self.graph if access.teams is None else TeamsLedger(self.graph, access.teams),
             runs,
             index_cap=s.memory_index.max_entries,
             grace_days=s.decay.grace_hours / 24,

@@ -21,6 +21,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import FrameType
@@ -37,7 +38,7 @@ from taskzilla_sleep.handover import BusyLeases, run_teams, wake_timer
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
-from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, store_sizes
+from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, teams_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.service import IngestGate, MemoryService
 from taskzilla_sleep.watchdog import WatchdogPass, watchdog_pass
@@ -416,19 +417,22 @@ class Worker:
         # One file per replica (worker-<pid>.json), removed at stop: readers take a live one.
         presence.announce(self.settings.data_dir, {"api": f"http://{self.settings.api.host}:{self.port}"})
 
-    def status(self) -> dict[str, Any]:
+    def status(self, teams: Collection[str] | None = None) -> dict[str, Any]:
+        """What GET /v1/status and the console show an admin: with ``teams`` (a token of some teams),
+        only those teams' sizes, runs and nights; a run over several teams is nobody's own. None: all."""
         holder, expires = self.lease.holder()
         night = self.schedule.next_night(self.clock.now())
-        runs = self.services.graph.runs(5)
-        sizes = store_sizes(self.services.graph, self.services.vectors)
+        runs = self.services.graph.runs(5, None if teams is None else sorted(teams))
+        sizes = teams_sizes(self.services.graph, self.services.vectors, teams)
         return {
+            "teams": None if teams is None else sorted(teams),
             "sizes": sizes,
             "graph": self.services.graph.describe(),
             "vectors": self.services.vectors.describe(),
             "next_night": iso_time(night),
             "clock": iso_time(self.clock.now()),
             "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
-            "open_contradictions": sizes["contradictions_open"],
+            "open_contradictions": sizes.get("contradictions_open", 0),
             "last_runs": [
                 {
                     "id": r.id,
@@ -444,12 +448,15 @@ class Worker:
                 }
                 for r in runs
             ],
-            "last_nights": [_night_status(n, runs_of) for n, runs_of in self._last_nights(3)],
+            "last_nights": [_night_status(n, runs_of) for n, runs_of in self._last_nights(3, teams)],
         }
 
-    def _last_nights(self, n: int) -> list[tuple[Run, list[Run]]]:
-        """The newest ``n`` nights, newest first: each merged (``group_nights``) with its runs."""
+    def _last_nights(self, n: int, teams: Collection[str] | None = None) -> list[tuple[Run, list[Run]]]:
+        """The newest ``n`` nights, newest first: each merged (``group_nights``) with its runs (with
+        ``teams``: of those teams' jobs only)."""
         runs = self.services.graph.night_runs(n)
+        if teams is not None:
+            runs = [r for r in runs if r.team is not None and r.team in teams]
         return [
             (night, [r for r in runs if night_key(r) == night_key(night)]) for night in reversed(group_nights(runs))
         ]

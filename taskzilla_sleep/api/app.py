@@ -79,7 +79,7 @@ class ApiDeps:
         self,
         service: MemoryService,
         tokens: Tokens,
-        status: Callable[[], dict[str, Any]],
+        status: Callable[[frozenset[str] | None], dict[str, Any]],
         metrics: Callable[[], tuple[bytes, str]],
         mounts: list[tuple[BaseRoute, Callable[[], AbstractAsyncContextManager[None]]]] | None = None,
         instruments: Instruments | None = None,
@@ -335,9 +335,10 @@ def create_app(deps: ApiDeps) -> FastAPI:
 
     @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
     def get_status(who: Caller) -> dict[str, Any]:
-        """Store sizes, backends, schedule and the last runs of every team (admin)."""
+        """Store sizes, backends, schedule and the last runs (admin): of the token's teams only, every
+        team's for a token of every team (``teams`` says which: null is every team)."""
         who.require("admin")
-        return deps.status()
+        return deps.status(who.teams)
 
     app.include_router(v1)
     from taskzilla_sleep.console import console_router  # the memory console at /ui (HTML for people)

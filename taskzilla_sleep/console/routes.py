@@ -50,7 +50,10 @@ class Side:
 
 
 def console_router(
-    service: MemoryService, tokens: Tokens, status: Callable[[], dict[str, Any]], console: Console | None = None
+    service: MemoryService,
+    tokens: Tokens,
+    status: Callable[[frozenset[str] | None], dict[str, Any]],
+    console: Console | None = None,
 ) -> APIRouter:
     con = console or Console()
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -355,8 +358,8 @@ def console_router(
         if s is None:
             return to_login(request)
         try:
-            s.access.require("admin")  # as GET /v1/status
-            st = status()
+            s.access.require("admin")  # as GET /v1/status: the figures of the token's teams
+            st = status(s.access.teams)
         except TaskzillaError as exc:
             return failure(request, s, exc)
         return page(request, s, "status.html", st=st)

@@ -1,7 +1,8 @@
 """Memory a person can inspect, export and forget: plain functions over the store ports.
 
 ``inspection`` reads (list and show patterns), ``forget`` removes what a person asks to forget from
-both stores, ``transfer`` writes a team's whole memory as JSONL and reads it back into any backend.
+both stores, ``transfer`` writes a team's whole memory as JSONL (the file: ``export_file``) and reads
+it back into any backend, or as another team (``team_copy``).
 The CLI calls them; so can the HTTP API and an MCP server: ``(graph, vectors, team, ...) -> model``.
 """
 

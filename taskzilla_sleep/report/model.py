@@ -9,7 +9,7 @@ the metrics scrape can build nights without loading the text or HTML views.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -47,6 +47,28 @@ class LedgerReader(Protocol):
     def patterns(self, team: str) -> list[Pattern]: ...
 
     def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]: ...
+
+
+class TeamsLedger:
+    """The ledger as a reader of some teams sees it (a one-team admin's report): the nights of those
+    teams' jobs, their beliefs and contradictions; a run over several teams is nobody's own."""
+
+    def __init__(self, graph: LedgerReader, teams: Collection[str]) -> None:
+        self._graph = graph
+        self._teams = frozenset(teams)
+
+    def night_runs(self, n: int) -> list[Run]:
+        return [r for r in self._graph.night_runs(n) if r.team is not None and r.team in self._teams]
+
+    def teams(self) -> list[str]:
+        return [t for t in self._graph.teams() if t in self._teams]
+
+    def patterns(self, team: str) -> list[Pattern]:
+        return self._graph.patterns(team) if team in self._teams else []
+
+    def contradictions(self, team: str | None = None, status: str | None = None) -> list[Contradiction]:
+        wanted = sorted(self._teams) if team is None else [team] if team in self._teams else []
+        return [c for t in wanted for c in self._graph.contradictions(t, status)]
 
 
 class Report(BaseModel):

@@ -252,8 +252,8 @@ class ContradictionStore(Protocol):
 class RunLedger(Protocol):
     def save_run(self, run: Run) -> None: ...
 
-    def runs(self, n: int) -> list[Run]:
-        """The newest ``n`` runs, newest first."""
+    def runs(self, n: int, teams: Sequence[str] | None = None) -> list[Run]:
+        """The newest ``n`` runs, newest first; with ``teams``, of those teams' jobs only (no run over several)."""
         ...
 
     def get_run(self, run_id: str) -> Run | None: ...

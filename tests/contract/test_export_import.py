@@ -1,9 +1,12 @@
 """A team outgrows the embedded default: export from FalkorDB + Chroma embedded, import into Neo4j +
-Chroma server, and the target answers `status` and `recall` exactly as the source did."""
+Chroma server, and the target answers `status` and `recall` exactly as the source did. On every
+backend pair: a team copied under a new name in its own stores (`import --as-team`) answers as the
+source does and leaves it as it was; a renamed export takes nothing from the team it came from."""
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -12,13 +15,16 @@ from typing import Any
 import pytest
 
 from taskzilla_sleep import facts
+from taskzilla_sleep.errors import Conflict
 from taskzilla_sleep.llm.offline import OfflineProvider
 from taskzilla_sleep.memory_admin import export_team, forget_author, import_team
+from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.recall import recall
 from taskzilla_sleep.settings import Secrets, load_settings
 from taskzilla_sleep.status import collect_status
 from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
+from tests.unit.test_memory_admin import retrailed
 
 QUERIES = ["how many approvals does a pull request need", "when do we deploy", "who is the engineering manager"]
 
@@ -81,7 +87,7 @@ def test_export_from_the_embedded_default_imports_losslessly_into_neo4j_and_chro
 ) -> None:
     source.ingest_sample()
     facts.pin(source.graph, source.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin")
-    result = source.night(NIGHT)
+    result = run_night(source, NightRequest(now=NIGHT, trigger="manual", teams=[TEAM]))  # the team's own job
     assert result.ok
     assert source.graph.contradictions(TEAM) and source.graph.runs(5)  # the night left beliefs in dispute
     later = NIGHT + timedelta(hours=8)
@@ -99,4 +105,79 @@ def test_export_from_the_embedded_default_imports_losslessly_into_neo4j_and_chro
     assert after == before
     again = io.StringIO()
     export_team(target.graph, target.vectors, TEAM, again)
-    assert again.getvalue().splitlines()[1:] == out.getvalue().splitlines()[1:]  # all but exported_at
+    assert again.getvalue().splitlines()[1:-1] == out.getvalue().splitlines()[1:-1]  # all but exported_at
+    trailers = [json.loads(x.getvalue().splitlines()[-1]) for x in (out, again)]  # its checksum covers the header
+    assert trailers[0]["counts"] == trailers[1]["counts"] == counts
+
+
+def answers(s: Stack, team: str) -> dict[str, list[tuple[object, ...]]]:
+    """What recall tells ``team`` (ids left out: a copy has its own)."""
+    return {
+        q: [
+            (i.kind, i.text, round(i.similarity, 4), i.status, i.confidence)
+            for i in recall(s.graph, s.vectors, q, NIGHT, [team])
+        ]
+        for q in QUERIES
+    }
+
+
+def without(snapshot: dict[str, Any], team: str) -> dict[str, Any]:
+    """A graph snapshot without ``team``'s nodes (its entities and meta keys too) and their relationships."""
+
+    def of_team(props: dict[str, Any]) -> bool:
+        key = str(props.get("key", ""))
+        return props.get("team") == team or key.startswith(f"{team}/") or key.endswith(f":{team}")
+
+    gone = {n["props"].get("id") or n["props"].get("key") for n in snapshot["nodes"] if of_team(n["props"])}
+    return {
+        "nodes": [n for n in snapshot["nodes"] if not of_team(n["props"])],
+        "relationships": [r for r in snapshot["relationships"] if r["from"][1] not in gone and r["to"][1] not in gone],
+    }
+
+
+def a_team_with_history(s: Stack) -> None:
+    s.ingest_sample()
+    facts.pin(s.graph, s.vectors, TEAM, "Martin Vos is the engineering manager.", "martin", NIGHT, "martin")
+    assert run_night(s, NightRequest(now=NIGHT, trigger="manual", teams=[TEAM])).ok
+    (author,) = sorted({e.author for e in s.graph.episodes_by_status(TEAM, ["raw"])})[:1]
+    forget_author(s.graph, s.vectors, TEAM, author, "ops", "left the company", NIGHT + timedelta(hours=8))
+    assert s.graph.contradictions(TEAM) and s.graph.tombstones(TEAM)
+
+
+def test_a_team_copied_in_its_own_stores_answers_as_it_does_and_leaves_it_as_it_was(stack: Stack) -> None:
+    a_team_with_history(stack)
+    source_answers = answers(stack, TEAM)  # recall marks what it read: before the snapshot
+    before = stack.snapshot()
+    out = io.StringIO()
+    counts = export_team(stack.graph, stack.vectors, TEAM, out)
+    lines = out.getvalue().split("\n")
+
+    report = import_team(stack.graph, stack.vectors, lines, source="platform.jsonl", as_team="copy")
+    assert (report.team, report.copied_from, report.left_out) == ("copy", TEAM, {"run": counts["run"]})
+    assert without(stack.snapshot()["graph"], "copy") == before["graph"]  # the source, untouched
+    assert {k: v for k, v in stack.snapshot()["vectors"].items() if not k.startswith("copy/")} == before["vectors"]
+    assert answers(stack, TEAM) == source_answers
+    assert answers(stack, "copy") == source_answers  # the copy is whole: it answers the same
+    # Every node and link of the team has its copy (entities, mentions, evidence, links between beliefs).
+    assert stack.graph.counts("copy") == stack.graph.counts(TEAM)
+    links = sorted(x.relation for x in stack.graph.pattern_links("copy"))
+    assert links and links == sorted(x.relation for x in stack.graph.pattern_links(TEAM))
+    for kind in ("episodes", "patterns"):
+        assert stack.vectors.count("copy", kind) == stack.vectors.count(TEAM, kind) > 0
+        assert not stack.vectors.present("copy", kind) & stack.vectors.present(TEAM, kind)  # ids of its own
+
+
+def test_a_renamed_export_takes_nothing_from_the_team_it_came_from(stack: Stack) -> None:
+    a_team_with_history(stack)
+    out = io.StringIO()
+    export_team(stack.graph, stack.vectors, TEAM, out)
+    body = [
+        x.replace(f'"{TEAM}"', '"renamed"').replace(f'"{TEAM}/', '"renamed/') for x in out.getvalue().splitlines()[:-1]
+    ]
+    body = [x.replace(f':{TEAM}"', ':renamed"') for x in body]  # the meta keys too
+    renamed = retrailed(body)
+    before = stack.snapshot()
+    for replace in (False, True):
+        with pytest.raises(Conflict, match="the target stores hold .* of this file's items under another team"):
+            import_team(stack.graph, stack.vectors, renamed, source="renamed.jsonl", replace=replace)
+        assert stack.snapshot() == before

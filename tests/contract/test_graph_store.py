@@ -1238,6 +1238,22 @@ def test_night_runs_reads_whole_nights_not_runs(graph_store: GraphStore) -> None
     assert graph_store.night_runs(1) == [once]
 
 
+def test_runs_of_some_teams_are_the_newest_jobs_of_those_teams_only(graph_store: GraphStore) -> None:
+    hour = timedelta(hours=1)
+    a1 = run("a1", T0, slot="2026-11-28", team="a", sizes_after={"episodes_total": 3})
+    b1 = run("b1", T0 + hour, slot="2026-11-28", team="b")
+    dog = run("dog", T0 + 2 * hour, trigger="watchdog", team="a")
+    whole = run("whole", T0 + 3 * hour, trigger="manual")  # over every team: nobody's own
+    c1 = run("c1", T0 + 4 * hour, slot="2026-11-29", team="c")
+    for r in (a1, b1, dog, whole, c1):
+        graph_store.save_run(r)
+    assert graph_store.runs(10, ["a"]) == [dog, a1]
+    assert graph_store.runs(1, ["a"]) == [dog]
+    assert [r.id for r in graph_store.runs(10, ["a", "c"])] == ["c1", "dog", "a1"]
+    assert graph_store.runs(10, ["z"]) == [] and graph_store.runs(10, []) == []
+    assert [r.id for r in graph_store.runs(10)] == ["c1", "whole", "dog", "b1", "a1"]
+
+
 def test_abandon_dead_runs_of_one_team(graph_store: GraphStore) -> None:
     mine = run("run-a", T0, slot="2026-11-29", team="a", steps=steps("ok", "running", "pending"))
     live = run("run-b", T0, slot="2026-11-29", team="b", steps=steps("ok", "running", "pending"))

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tests.e2e.test_cli import cli, status_json
+from tests.unit.test_memory_admin import retrailed
 
 
 def test_inspect_forget_export_and_import(tmp_path: Path) -> None:
@@ -73,3 +74,71 @@ def test_inspect_forget_export_and_import(tmp_path: Path) -> None:
     replaced = cli("import", str(export), "--replace", data_dir=dst)
     assert replaced.returncode == 0, replaced.stderr
     assert status_json(dst)["graph_counts"] == before["graph_counts"]
+
+
+def test_import_refuses_a_cut_or_renamed_file_and_copies_a_team_with_as_team(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    assert cli("demo", "--json", data_dir=src).returncode == 0
+    export = tmp_path / "platform.jsonl"
+    assert cli("export", "--team", "platform", "-o", str(export), data_dir=src).returncode == 0
+    lines = export.read_text().splitlines()
+    assert json.loads(lines[-1])["type"] == "trailer"
+
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:-4]) + "\n")  # cut at a line boundary: every line left is valid JSON
+    refused = cli("import", str(cut), data_dir=dst)
+    assert refused.returncode == 1, refused.stderr
+    assert f"cut.jsonl: the file ends after line {len(lines) - 4} without its trailer: cut short?" in refused.stderr
+    assert not (dst / "falkordb").exists()  # refused before any store was opened
+
+    old = tmp_path / "old.jsonl"  # an export written before trailers
+    old.write_text("\n".join([lines[0].replace('"version": 2', '"version": 1'), *lines[1:-1]]) + "\n")
+    unchecked = cli("import", str(old), data_dir=dst)
+    assert unchecked.returncode == 1 and "(if it is whole: --no-trailer)" in unchecked.stderr
+    warned = cli("import", str(old), "--no-trailer", "--json", data_dir=dst)
+    assert warned.returncode == 0, warned.stderr
+    assert "taskzilla-sleep: warning: " in warned.stderr and "imported without that check" in warned.stderr
+    assert json.loads(warned.stdout)["warnings"]
+
+    before = status_json(src)
+    renamed = tmp_path / "renamed.jsonl"
+    body = [
+        x.replace('"platform"', '"renamed"').replace('"platform/', '"renamed/').replace(':platform"', ':renamed"')
+        for x in lines[:-1]
+    ]
+    renamed.write_text("\n".join(retrailed(body)) + "\n")
+    taken = cli("import", str(renamed), data_dir=src)
+    assert taken.returncode == 1 and "of this file's items under another team" in taken.stderr, taken.stderr
+    assert status_json(src)["graph_counts"] == before["graph_counts"]
+
+    copied = cli("import", str(export), "--as-team", "copy", data_dir=src)
+    assert copied.returncode == 0, copied.stderr
+    assert copied.stdout.startswith("imported team platform as team copy: ")
+    listed = {
+        team: sorted(
+            (p["statement"], p["status"])
+            for p in json.loads(
+                cli("patterns", "list", "--team", team, "--limit", "500", "--json", data_dir=src).stdout
+            )
+        )
+        for team in ("platform", "copy")
+    }
+    assert listed["copy"] == listed["platform"] and listed["copy"]
+    after = status_json(src)["vector_counts"]
+    assert after["copy"] == after["platform"] == before["vector_counts"]["platform"]
+
+
+def test_ingest_of_an_id_another_team_used_quotes_nothing_of_its_message(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    secret = {"id": "tg-42-1001", "team": "platform", "channel": "payroll", "author": "lena", "provenance": "human"}
+    secret |= {"text": "salaries move to the 25th", "ts": "2026-11-27T10:17:00+01:00"}
+    mine = tmp_path / "platform.jsonl"
+    mine.write_text(json.dumps(secret) + "\n")
+    assert cli("ingest", str(mine), data_dir=data).returncode == 0
+    theirs = tmp_path / "ops.jsonl"
+    theirs.write_text(json.dumps(secret | {"team": "ops", "channel": "infra", "author": "olaf"}) + "\n")
+    refused = cli("ingest", str(theirs), data_dir=data)
+    assert refused.returncode == 1
+    assert "ops.jsonl:1: field 'id': id 'tg-42-1001' is already used by another message" in refused.stderr
+    for leak in ("platform", "payroll", "lena"):
+        assert leak not in refused.stderr + refused.stdout

@@ -302,7 +302,6 @@ def test_same_id_same_content_is_a_noop_even_written_another_way() -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"team": "ops"}, "team 'ops' (stored: 'platform')"),
         (
             {"text": "we deploy on fridays from now on, every single week"},
             "text 'we deploy on fridays from now on, every…' (stored: 'keep PRs small')",
@@ -325,6 +324,25 @@ def test_an_id_stored_with_other_content_is_an_error_and_nothing_is_written(
     assert v.present("platform", "episodes") == {"m1"}
 
 
+@pytest.mark.parametrize("retired", [False, True])
+def test_an_id_of_another_teams_message_is_refused_quoting_nothing_of_it(retired: bool) -> None:
+    ing, g, v = make()
+    ing.ingest_lines([line(id="msg-1001", channel="payroll", author="lena", text="salaries move to the 25th")], "a")
+    if retired:  # decay dropped the text; the hash and the other fields stay
+        g.episode_nodes["msg-1001"].status = EpisodeStatus.RETIRED
+    for clash in (line(id="msg-1001", team="ops"), line(id="msg-1001", team="ops", text="salaries move to the 25th")):
+        with pytest.raises(EpisodeFileError) as info:
+            ing.ingest_lines([line(team="ops", text="first", author="p1"), clash], "b.jsonl")
+        said = str(info.value)
+        assert said == (
+            "b.jsonl:2: field 'id': id 'msg-1001' is already used by another message (ids are unique per store: "
+            "prefix a connector's ids, e.g. tg-<chat>-<message>, or leave id out)"
+        )
+        for secret in ("platform", "payroll", "lena", "salaries", "2026", g.hashes["msg-1001"]):
+            assert secret not in said
+    assert v.teams() == ["platform"] and list(g.episode_nodes) == ["msg-1001"]
+
+
 def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
     ing, g, v = make()
     ing.ingest_lines([line(id="m1"), line(id="m2", text="older news")], "f")
@@ -336,7 +354,7 @@ def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
     # Stored before hashes were kept: what is still on the node decides (here only the text differs: a no-op).
     del g.hashes["m2"]
     assert ing.ingest_lines([line(id="m2", text="changed")], "f").present == 1
-    with pytest.raises(EpisodeFileError, match=r"team 'ops' \(stored: 'platform'\)"):
+    with pytest.raises(EpisodeFileError, match=r"id 'm2' is already used by another message \(ids are unique"):
         ing.ingest_lines([line(id="m2", team="ops")], "f")
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from taskzilla_sleep import facts
 from taskzilla_sleep.errors import Conflict, InputError, NotFound
+from taskzilla_sleep.facts import fact_id
 from taskzilla_sleep.memory_admin import (
     export_team,
     forget_author,
@@ -21,6 +24,7 @@ from taskzilla_sleep.memory_admin import (
 from taskzilla_sleep.models import (
     Contradiction,
     Episode,
+    EpisodeIn,
     EpisodeStatus,
     Pattern,
     PatternKind,
@@ -28,6 +32,7 @@ from taskzilla_sleep.models import (
     Provenance,
     Run,
 )
+from taskzilla_sleep.recall import recall
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import EpisodeUpdate
 
@@ -203,40 +208,246 @@ def test_export_then_import_elsewhere_is_the_same_memory(stores: tuple[MemoryGra
     assert import_team(target_g, target_v, lines, replace=True).replaced
 
 
-def test_export_takes_whole_memory_runs_and_its_own_team_jobs_not_another_teams(
+def export_lines(graph: MemoryGraphStore, vectors: MemoryVectorStore, team: str = TEAM) -> list[str]:
+    out = io.StringIO()
+    export_team(graph, vectors, team, out, now=NOW)
+    return out.getvalue().splitlines()
+
+
+def retrailed(lines: list[str]) -> list[str]:
+    """``lines`` (a header and records, no trailer) with the trailer an exporter would write for them."""
+    counts: dict[str, int] = {}
+    for x in lines[1:]:
+        kind = json.loads(x)["type"]
+        counts[kind] = counts.get(kind, 0) + 1
+    sha = hashlib.sha256("".join(x + "\n" for x in lines).encode()).hexdigest()
+    return [*lines, json.dumps({"type": "trailer", "lines": len(lines), "counts": counts, "sha256": sha})]
+
+
+def test_export_takes_its_own_team_jobs_only(stores: tuple[MemoryGraphStore, MemoryVectorStore]) -> None:
+    graph, vectors = stores
+    figures = {"episodes_total": 4000}  # a run over every team holds every team's sizes
+    for rid, team in (("run_all", None), ("run_mine", TEAM), ("run_theirs", "other")):
+        run = Run(
+            id=rid, trigger="schedule", started_at=NOW, now=NOW, slot="2026-12-05", team=team, sizes_after=figures
+        )
+        graph.save_run(run)
+    lines = export_lines(graph, vectors)
+    runs = {json.loads(x)["id"] for x in lines if json.loads(x)["type"] == "run"}
+    assert runs == {"run_mine"}
+    target = MemoryGraphStore()
+    import_team(target, MemoryVectorStore(), lines)
+    assert [r.id for r in target.runs(100)] == ["run_mine"]
+
+
+def test_export_ends_with_a_trailer_that_counts_and_checksums_the_lines_before_it(
     stores: tuple[MemoryGraphStore, MemoryVectorStore],
 ) -> None:
     graph, vectors = stores
-    for rid, team in (("run_all", None), ("run_mine", TEAM), ("run_theirs", "other")):
-        graph.save_run(Run(id=rid, trigger="schedule", started_at=NOW, now=NOW, slot="2026-12-05", team=team))
     out = io.StringIO()
-    export_team(graph, vectors, TEAM, out, now=NOW)
-    lines = out.getvalue().splitlines()
-    runs = {json.loads(x)["id"] for x in lines if json.loads(x)["type"] == "run"}
-    assert {"run_all", "run_mine"} <= runs and "run_theirs" not in runs
-    target = MemoryGraphStore()
-    import_team(target, MemoryVectorStore(), lines)  # a run of every team (team null) is accepted
-    assert {"run_all", "run_mine"} <= {r.id for r in target.runs(100)}
+    counts = export_team(graph, vectors, TEAM, out, now=NOW)
+    text = out.getvalue()
+    body, last = text[: text.rstrip("\n").rindex("\n") + 1], text.splitlines()[-1]
+    trailer = json.loads(last)
+    assert trailer == {
+        "type": "trailer",
+        "lines": len(text.splitlines()) - 1,
+        "counts": counts,
+        "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(),
+    }
+    assert counts == {"episode": 6, "pattern": 3, "contradiction": 1}
+    assert json.loads(text.splitlines()[0])["version"] == 2
+
+
+def test_an_export_cut_at_any_line_is_refused_and_writes_nothing(
+    stores: tuple[MemoryGraphStore, MemoryVectorStore],
+) -> None:
+    lines = export_lines(*stores)
+    for cut in range(1, len(lines)):
+        target, target_v = MemoryGraphStore(), MemoryVectorStore()
+        with pytest.raises(InputError) as info:
+            import_team(target, target_v, lines[:cut], source="f.jsonl")
+        assert str(info.value).startswith(f"f.jsonl: the file ends after line {cut} without its trailer: cut short?")
+        assert target.teams() == [] and target_v.teams() == []
+    with pytest.raises(InputError) as info:
+        import_team(MemoryGraphStore(), MemoryVectorStore(), lines[:-2], source="f.jsonl")
+    assert str(info.value) == (
+        "f.jsonl: the file ends after line 10 without its trailer: cut short? (it has episode 6, pattern 3); "
+        "nothing was imported (export the team again; --no-trailer imports what is there)"
+    )
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         (lambda ls: ls[1:], ":1: field type: the first line must be the header"),
-        (lambda ls: [*ls, "{oops"], "not JSON"),
-        (lambda ls: [*ls, '{"type": "thing"}'], "field type: 'thing' is not one of"),
-        (lambda ls: [*ls, ls[1]], "is already on line 2"),
-        (lambda ls: [ls[0], ls[1].replace('"ts": "', '"ts": "x')], ":2: episode: field ts"),
-        (lambda ls: [ls[0], ls[1].replace(f'"team": "{TEAM}"', '"team": "other"')], ":2: field team"),
+        (lambda ls: [*ls[:-1], "{oops", ls[-1]], ":12: not JSON"),
+        (lambda ls: [*ls[:-1], '{"type": "thing"}', ls[-1]], "field type: 'thing' is not one of"),
+        (lambda ls: [*ls[:-1], ls[1], ls[-1]], "is already on line 2"),
+        (lambda ls: [ls[0], ls[1].replace('"ts": "', '"ts": "x'), *ls[2:]], ":2: episode: field ts"),
+        (lambda ls: [*ls, ls[1]], ":13: a line after the trailer \\(line 12\\), which must be the last"),
+        (
+            lambda ls: [*ls[:2], *ls[3:]],
+            ":11: trailer: it counts 11 lines before it, the file has 10; it counts 6 episode lines, the file has 5;",
+        ),
+        (
+            lambda ls: [ls[0], ls[1].replace("rebase", "merge"), *ls[2:]],
+            ":12: trailer: the checksum of the lines before it differs: the file changed since the export;",
+        ),
+        (lambda ls: [*ls[:-1], ls[-1].replace('"sha256": "', '"sha256": "x')], ":12: trailer: field sha256"),
+        # A line of another team, or naming another team's entity or meta key: never imported as this one.
+        (
+            lambda ls: [ls[0], ls[1].replace(f'"team": "{TEAM}"', '"team": "other"'), *ls[2:]],
+            ":2: field team: 'other' is not the header's team 'platform'; nothing was imported",
+        ),
+        (
+            lambda ls: [ls[0].replace(f'"team": "{TEAM}"', '"team": "renamed"'), *ls[1:]],
+            ":2: field team: 'platform' is not the header's team 'renamed'; .* --as-team NEW",
+        ),
+        (
+            lambda ls: retrailed(
+                [*ls[:-1], json.dumps({"type": "meta", "key": "reflect_watermark:other", "value": "1"})]
+            ),
+            ":12: field key: 'reflect_watermark:other' is not a meta key of team 'platform'",
+        ),
+        (
+            lambda ls: retrailed(
+                [
+                    ls[0],
+                    ls[1].replace(
+                        '"mentions": []',
+                        '"mentions": [{"key": "other/person/sara", '
+                        '"kind": "person", "name": "sara", "role": "author"}]',
+                    ),
+                    *ls[2:-1],
+                ]
+            ),
+            ":2: entity 'other/person/sara' is not an entity of team 'platform'",
+        ),
     ],
 )
 def test_a_bad_file_names_line_and_field_and_writes_nothing(
     stores: tuple[MemoryGraphStore, MemoryVectorStore], change: object, message: str
 ) -> None:
     graph, vectors = stores
-    out = io.StringIO()
-    export_team(graph, vectors, TEAM, out, now=NOW)
     target = MemoryGraphStore()
-    with pytest.raises(InputError, match=message):
-        import_team(target, MemoryVectorStore(), change(out.getvalue().splitlines()), source="f.jsonl")  # type: ignore[operator]
+    for trailer in (True, False):  # --no-trailer reads a file without one; a trailer that is there is checked
+        with pytest.raises(InputError, match=message):
+            import_team(target, MemoryVectorStore(), change(export_lines(graph, vectors)), "f.jsonl", trailer=trailer)  # type: ignore[operator]
     assert target.teams() == [] and target.runs(5) == []
+
+
+def test_an_export_written_before_trailers_needs_no_trailer_and_warns(
+    stores: tuple[MemoryGraphStore, MemoryVectorStore],
+) -> None:
+    graph, vectors = stores
+    lines = export_lines(graph, vectors)[:-1]
+    lines[0] = lines[0].replace('"version": 2', '"version": 1')
+    every_team = Run(id="run_all", trigger="manual", started_at=NOW, now=NOW)  # older files have these
+    lines.append(json.dumps({"type": "run", **every_team.model_dump(mode="json")}))
+    target, target_v = MemoryGraphStore(), MemoryVectorStore()
+    with pytest.raises(InputError) as info:
+        import_team(target, target_v, lines, source="old.jsonl")
+    assert str(info.value) == (
+        "old.jsonl: no trailer: an export written before trailers (format version 1), so whether it is whole cannot "
+        "be checked (it has contradiction 1, episode 6, pattern 3, run 1); nothing was imported (if it is whole: "
+        "--no-trailer)"
+    )
+    assert target.teams() == []
+    report = import_team(target, target_v, lines, source="old.jsonl", trailer=False)
+    assert report.warnings == [
+        "old.jsonl: no trailer: an export written before trailers (format version 1), so whether it is whole cannot "
+        "be checked (it has contradiction 1, episode 6, pattern 3, run 1); imported without that check (--no-trailer)"
+    ]
+    assert report.counts["episode"] == 6 and [r.id for r in target.runs(5)] == ["run_all"]
+    assert export_lines(target, target_v)[1:-1] == export_lines(graph, vectors)[1:-1]
+
+
+def unchanged(graph: MemoryGraphStore, vectors: MemoryVectorStore) -> dict[str, object]:
+    """Every team's memory as an export and vectors show it (the header's time left out)."""
+    return {
+        team: (export_lines(graph, vectors, team)[1:], {k: vectors.present(team, k) for k in ("episodes", "patterns")})
+        for team in sorted(set(graph.teams()) | set(vectors.teams()))
+    }
+
+
+def test_a_renamed_export_never_takes_another_teams_memory(stores: tuple[MemoryGraphStore, MemoryVectorStore]) -> None:
+    graph, vectors = stores
+    lines = export_lines(graph, vectors)
+    # Renamed with care: every team field and entity key, and a trailer written again to match.
+    renamed = retrailed([x.replace(f'"{TEAM}"', '"renamed"').replace(f'"{TEAM}/', '"renamed/') for x in lines[:-1]])
+    before = unchanged(graph, vectors)
+    for replace in (False, True):
+        with pytest.raises(Conflict) as info:
+            import_team(graph, vectors, renamed, source="renamed.jsonl", replace=replace)
+        assert str(info.value).startswith(
+            "renamed.jsonl: the target stores hold 10 of this file's items under another team (episode "
+            "'ep-platform-0' of team 'platform', episode 'ep-platform-1' of team 'platform', "
+        )
+        assert "and 5 more): importing them as team 'renamed' would take them from it; nothing was imported" in str(
+            info.value
+        )
+        assert "--as-team NEW" in str(info.value)
+        assert unchanged(graph, vectors) == before and "renamed" not in graph.teams()
+
+
+def test_import_as_team_copies_a_team_in_its_own_stores_and_leaves_it_as_it_was(
+    stores: tuple[MemoryGraphStore, MemoryVectorStore],
+) -> None:
+    graph, vectors = stores
+    fact = facts.pin(graph, vectors, TEAM, "Lea is on call this week", "martin", NOW, "lea")
+    said = EpisodeIn(team=TEAM, channel="dev", author="lea", text="paging goes to lea", ts=T0, provenance="human")
+    derived = Episode.from_input(said, T0)  # no id given: derived from the team and the message
+    graph.upsert_episodes([derived], [])
+    vectors.upsert(TEAM, "episodes", [derived.id], [derived.text], [{}])
+    forget_episode(graph, vectors, TEAM, f"ep-{TEAM}-0", "sara", "typo", NOW)
+    source_recall = recall(graph, vectors, "rebase before merging", NOW, teams=[TEAM])  # marks what it read
+    lines = export_lines(graph, vectors)
+    before = unchanged(graph, vectors)
+
+    report = import_team(graph, vectors, lines, source="f.jsonl", as_team="copy")
+    assert (report.team, report.copied_from, report.replaced) == ("copy", TEAM, False)
+    assert report.counts == {
+        "episode": 7,
+        "pattern": 3,
+        "fact": 1,
+        "link": 0,
+        "contradiction": 1,
+        "tombstone": 1,
+        "run": 0,
+        "meta": 0,
+        "alert": 0,
+    }
+    assert unchanged(graph, vectors) | {"copy": None} == before | {"copy": None}  # the source, vectors included
+    assert recall(graph, vectors, "rebase before merging", NOW, teams=[TEAM]) == source_recall
+    copy = export_lines(graph, vectors, "copy")[1:-1]
+    source = export_lines(graph, vectors)[1:-1]
+    assert len(copy) == len(source) and not {json.loads(x).get("id") for x in copy} & {
+        json.loads(x).get("id") for x in source
+    }
+    assert all(json.loads(x)["team"] == "copy" for x in copy)
+    # The ids the new team's own work would give, where content derives them.
+    ids = {e.id for e in graph.episodes_by_status("copy", [s.value for s in EpisodeStatus])}
+    assert Episode.from_input(said.model_copy(update={"team": "copy"}), T0).id in ids
+    assert fact_id("copy", fact.statement) in {p.id for p in graph.patterns("copy")}
+    assert facts.pin(graph, vectors, "copy", fact.statement, "martin", NOW, "lea").id == fact_id("copy", fact.statement)
+    # Every reference followed: evidence, absorption, the contradiction's beliefs, the tombstone.
+    pats = {p.statement: p for p in graph.patterns("copy")}
+    a = pats["the team rebases before merging (pat-a)"]
+    assert set(a.evidence_ids) <= ids and a.id not in {"pat-a"}
+    absorbed = [e for e in graph.get_episodes(sorted(ids)) if e.absorbed_by]
+    assert absorbed and {e.absorbed_by for e in absorbed} == {a.id}
+    (c,) = graph.contradictions("copy")
+    assert {c.old_pattern_id, c.new_pattern_id} <= {p.id for p in pats.values()}
+    (stone,) = graph.tombstones("copy")
+    assert stone.id not in {t.id for t in graph.tombstones(TEAM)} and stone.by == "sara"
+    assert vectors.present("copy", "episodes") == {e.id for e in graph.get_episodes(sorted(ids)) if e.text}
+    hits = recall(graph, vectors, "rebase before merging", NOW, teams=["copy"])
+    assert hits and {h.team for h in hits} == {"copy"}
+    # Copied again: the team is taken (Conflict); with replace, the same ids again (derived, not random).
+    with pytest.raises(Conflict, match="team 'copy' already has memory"):
+        import_team(graph, vectors, lines, as_team="copy")
+    assert import_team(graph, vectors, lines, as_team="copy", replace=True).replaced
+    assert export_lines(graph, vectors, "copy")[1:-1] == copy and unchanged(graph, vectors) | {
+        "copy": None
+    } == before | {"copy": None}

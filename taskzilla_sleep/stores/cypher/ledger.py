@@ -21,8 +21,10 @@ class CypherLedger(CypherBase):
         rows = self._read(Q["get_run"], {"id": run_id})
         return run_from_props(rows[0]["r"]) if rows else None
 
-    def runs(self, n: int) -> list[Run]:
-        return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
+    def runs(self, n: int, teams: Sequence[str] | None = None) -> list[Run]:
+        if teams is None:
+            return [run_from_props(r["r"]) for r in self._read(Q["runs"], {"n": n})]
+        return [run_from_props(r["r"]) for r in self._read(Q["runs_of_teams"], {"teams": list(teams), "n": n})]
 
     def night_runs(self, n: int) -> list[Run]:
         return [run_from_props(r["r"]) for r in self._read(Q["night_runs"], {"n": n})]

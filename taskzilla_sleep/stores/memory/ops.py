@@ -31,9 +31,10 @@ class MemoryOps(MemoryBeliefs):
             run = self.run_ledger.get(run_id)
             return run.model_copy(deep=True) if run is not None else None
 
-    def runs(self, n: int) -> list[Run]:
+    def runs(self, n: int, teams: Sequence[str] | None = None) -> list[Run]:
         with self._lock:
-            found = sorted(self.run_ledger.values(), key=lambda r: r.started_at, reverse=True)[:n]
+            mine = (r for r in self.run_ledger.values() if teams is None or (r.team is not None and r.team in teams))
+            found = sorted(mine, key=lambda r: r.started_at, reverse=True)[:n]
             return [r.model_copy(deep=True) for r in found]
 
     def night_runs(self, n: int) -> list[Run]:

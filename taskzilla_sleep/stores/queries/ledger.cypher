@@ -24,6 +24,9 @@ MATCH (r:Run {id: $id}) RETURN properties(r) AS r
 // -- runs --
 MATCH (r:Run) RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
 
+// -- runs_of_teams --
+MATCH (r:Run) WHERE r.team IN $teams RETURN properties(r) AS r ORDER BY r.started_at DESC LIMIT $n
+
 // -- night_runs --
 MATCH (r:Run) WHERE coalesce(r.dry_run, false) = false
 WITH coalesce(r.slot, 'run:' + r.id) AS night, min(r.started_at) AS first
