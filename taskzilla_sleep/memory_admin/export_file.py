@@ -4,8 +4,9 @@ One JSON object a line, each with a ``type``: the header first (``format``, ``ve
 ``exported_at``), then episodes (with the content hash kept at ingest and the entities they mention),
 patterns and facts (pinned patterns; with the entities they are ABOUT and the episodes they are
 EVIDENCED_BY), links between patterns, contradictions, tombstones, the runs of the team's jobs, the
-team's meta keys (watermarks, the distill journal) and the team's queued chat alerts; last the
-trailer: how many lines precede it, how many of each type, and the SHA-256 of their bytes.
+team's meta keys (watermarks, the distill journal), the team's queued chat alerts, and the team's
+archive (the changes it holds images of and the images: what ``undo`` and ``patterns release`` need);
+last the trailer: how many lines precede it, how many of each type, and the SHA-256 of their bytes.
 
 Reading checks every line before anything is written: JSON, type, fields, unique ids, references,
 every line of the header's team (entity keys and meta keys included: a file never names another
@@ -40,7 +41,7 @@ from taskzilla_sleep.models import (
 from taskzilla_sleep.steps.distill.read import LAST_DISTILL, LEGACY_WATERMARK
 from taskzilla_sleep.steps.distill.write import JOURNAL
 from taskzilla_sleep.steps.reflect import DEFERRED, WATERMARK
-from taskzilla_sleep.stores.ports import AlertRecord
+from taskzilla_sleep.stores.ports import AlertRecord, ArchivedItem, ArchivedLabel, ChangeRecord
 
 FORMAT = "taskzilla-export"
 VERSION = 2  # 2: ends with a trailer; 1: written before trailers
@@ -123,6 +124,35 @@ class AlertLine(AlertRecord):
     type: Literal["alert"]
 
 
+class ChangeLine(ChangeRecord):
+    """A change the team's archive holds images of (a run, a person's resolve or release)."""
+
+    type: Literal["change"]
+
+
+class ArchivedLine(BaseModel):
+    """One before-image of the archive (``stores.records.ArchivedItem``): what ``undo`` needs after an import."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["archived"]
+    change: str
+    team: str
+    label: ArchivedLabel
+    key: str
+    existed: bool
+    props: str
+    edges: str = "[]"
+    text: str | None = None
+
+    @property
+    def id(self) -> str:  # unique per change and item (the parser's duplicate check)
+        return f"{self.change}|{self.label}|{self.key}"
+
+    def item(self) -> ArchivedItem:
+        return ArchivedItem(**self.model_dump(exclude={"type"}))
+
+
 LINE_TYPES: dict[str, type[BaseModel]] = {
     "episode": EpisodeLine,
     "pattern": PatternLine,
@@ -133,6 +163,8 @@ LINE_TYPES: dict[str, type[BaseModel]] = {
     "run": RunLine,
     "meta": MetaLine,
     "alert": AlertLine,
+    "change": ChangeLine,
+    "archived": ArchivedLine,
 }
 
 
@@ -330,6 +362,11 @@ def _check_references(items: dict[str, list[Any]], seen: dict[tuple[str, str], i
         for pid in (lk.a, lk.b):
             if ("pattern", pid) not in seen:
                 raise InputError(f"{source}: link {lk.a!r} {lk.relation} {lk.b!r}: pattern {pid!r} is not in the file")
+    for a in items["archived"]:
+        if ("change", a.change) not in seen:
+            raise InputError(
+                f"{source}:{seen[('archived', a.id)]}: field change: change {a.change!r} is not in the file"
+            )
     for e in items["episode"]:
         if e.status in EPISODE_LIVE and not e.text.strip():
             where = f"{source}:{seen[('episode', e.id)]}"

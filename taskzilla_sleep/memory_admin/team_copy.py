@@ -106,8 +106,11 @@ def copy_as(parsed: Parsed, team: str, source: str) -> Parsed:
         "run": [],
         "meta": meta,
         "alert": [],
+        "change": [],
+        "archived": [],
     }
-    left_out = {k: len(items[k]) for k in ("run", "alert") if items[k]}
+    # The archive's images hold the source team's ids inside their JSON: a copy starts without one.
+    left_out = {k: len(items[k]) for k in ("run", "alert", "change", "archived") if items[k]}
     header = parsed.header.model_copy(update={"team": team})
     return Parsed(header=header, items=copied, warnings=list(parsed.warnings), left_out=left_out)
 

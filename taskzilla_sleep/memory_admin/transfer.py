@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -52,6 +53,7 @@ from taskzilla_sleep.models import (
 )
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
+    ChangeRecord,
     EpisodeRecord,
     EpisodeUpdate,
     GraphStore,
@@ -110,6 +112,11 @@ def export_team(
     for a in graph.alerts():
         if a.team == team:
             file.put("alert", line("alert", a))
+    changes, archived = graph.archive_records(team)
+    for change in changes:
+        file.put("change", line("change", change))
+    for item in archived:
+        file.put("archived", json.dumps({"type": "archived", **asdict(item)}, ensure_ascii=False, sort_keys=True))
     return file.close()
 
 
@@ -221,6 +228,9 @@ def import_team(
     for m in items["meta"]:
         graph.set_meta(m.key, m.value)
     graph.queue_alerts([AlertRecord.model_validate(_plain(a)) for a in items["alert"]])
+    graph.restore_archive(
+        [ChangeRecord.model_validate(_plain(c)) for c in items["change"]], [a.item() for a in items["archived"]]
+    )
     tell("graph", total, total)
     embedded = _embed(vectors, team, [r.episode for r in records], patterns, tell)
     counts = {k: len(v) for k, v in items.items()}

@@ -62,3 +62,12 @@ class ArchiveStore(Protocol):
         """Each retired or pruned episode of ``texts`` raw again with that text (its text from the
         archive): no absorption, no retirement time, its tombstone removed. Others are left as they are."""
         ...
+
+    def archive_records(self, team: str) -> tuple[list[ChangeRecord], list[ArchivedItem]]:
+        """The changes holding images of ``team`` (their ``teams`` as ``(team,)``) and those images,
+        sorted (export)."""
+        ...
+
+    def restore_archive(self, changes: Sequence[ChangeRecord], items: Sequence[ArchivedItem]) -> None:
+        """Write each change and image unless one with its id or key exists (import). Batched."""
+        ...

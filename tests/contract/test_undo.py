@@ -167,3 +167,24 @@ def test_forget_purges_the_archived_text_too(stack: Stack) -> None:
     assert victim.id in stack.graph.archived_texts([victim.id])
     forget_episode(stack.graph, stack.vectors, TEAM, victim.id, "cli:anna", "my data", NIGHT2, 0.8)
     assert stack.graph.archived_texts([victim.id]) == {}
+
+
+def test_the_archive_travels_with_an_export_and_an_undo_works_after_the_import(stack: Stack) -> None:
+    import io
+
+    from taskzilla_sleep.memory_admin import export_team, import_team
+
+    stack.ingest_sample()
+    _night(stack, NIGHT)
+    _late(stack)
+    before_night2 = snapshot(stack)
+    night2 = _night(stack, NIGHT2)
+    held = stack.graph.archive_counts(TEAM)
+    out = io.StringIO()
+    counts = export_team(stack.graph, stack.vectors, TEAM, out)
+    assert counts["archived"] == held.items and counts["change"] == held.changes
+    report = import_team(stack.graph, stack.vectors, out.getvalue().split("\n"), "export.jsonl", replace=True)
+    assert report.counts["archived"] == held.items
+    assert stack.graph.archive_counts(TEAM) == held
+    _undo(stack, night2)
+    assert snapshot(stack) == before_night2

@@ -417,6 +417,8 @@ def test_import_as_team_copies_a_team_in_its_own_stores_and_leaves_it_as_it_was(
         "run": 0,
         "meta": 0,
         "alert": 0,
+        "change": 0,
+        "archived": 0,
     }
     assert unchanged(graph, vectors) | {"copy": None} == before | {"copy": None}  # the source, vectors included
     assert recall(graph, vectors, "rebase before merging", NOW, teams=[TEAM]) == source_recall

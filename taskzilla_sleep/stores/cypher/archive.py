@@ -138,6 +138,21 @@ class CypherArchive(CypherBase):
             oldest=from_ms(int(oldest)) if oldest is not None else None,
         )
 
+    def archive_records(self, team: str) -> tuple[list[ChangeRecord], list[ArchivedItem]]:
+        changes = [change_from_props(r["c"]) for r in self._read(Q["team_changes"], {"team": team})]
+        items = [archived_from_row(r["a"]) for r in self._read(Q["team_archived"], {"team": team})]
+        mine = sorted((c.model_copy(update={"teams": (team,)}) for c in changes), key=lambda c: (c.seq, c.id))
+        return mine, sorted(items, key=lambda a: (a.change, a.label, a.key))
+
+    def restore_archive(self, changes: Sequence[ChangeRecord], items: Sequence[ArchivedItem]) -> None:
+        at = {c.id: c.at for c in changes}
+        rows = [{"id": c.id, "props": change_props(c)} for c in changes]
+        for part in chunks(rows, self._batch):
+            self._write(Q["restore_changes"], {"rows": part})
+        images = [archived_row(a, at[a.change]) for a in items]
+        for chunk in chunks(images, self._batch):
+            self._write(Q["save_archived"], {"rows": chunk})
+
     def revive_episodes(self, texts: Mapping[str, str]) -> None:
         rows = [{"id": i, "text": t} for i, t in texts.items()]
         for part in chunks(rows, self._batch):

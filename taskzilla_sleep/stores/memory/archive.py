@@ -245,6 +245,20 @@ class MemoryArchive(MemoryOps):
             oldest=oldest,
         )
 
+    def archive_records(self, team: str) -> tuple[list[ChangeRecord], list[ArchivedItem]]:
+        with self._lock:
+            changes = [c.model_copy(update={"teams": (team,)}) for c in self.change_nodes.values() if team in c.teams]
+            items = [a for a in self.archived.values() if a.team == team]
+        return sorted(changes, key=lambda c: (c.seq, c.id)), sorted(items, key=lambda a: (a.change, a.label, a.key))
+
+    def restore_archive(self, changes: Sequence[ChangeRecord], items: Sequence[ArchivedItem]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            for c in changes:
+                self.change_nodes.setdefault(c.id, c)
+            for a in items:
+                self.archived.setdefault(image_key(a.change, a.label, a.key), a)
+
     # -- release: retired messages back ----------------------------------------------------------------
     def revive_episodes(self, texts: Mapping[str, str]) -> None:
         with self._lock:

@@ -230,3 +230,14 @@ MATCH (n:Archived) WHERE n.team = $team WITH n LIMIT 5000 DELETE n RETURN count(
 
 // -- delete_team_changes --
 MATCH (n:Change) WHERE n.teams = [$team] WITH n LIMIT 5000 DELETE n RETURN count(*) AS n
+
+// -- team_changes --
+MATCH (c:Change) WHERE $team IN c.teams RETURN properties(c) AS c
+
+// -- team_archived --
+MATCH (a:Archived) WHERE a.team = $team RETURN properties(a) AS a
+
+// -- restore_changes --
+UNWIND $rows AS r
+MERGE (c:Change {id: r.id})
+ON CREATE SET c += r.props
