@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from taskzilla_sleep import progress
+from taskzilla_sleep.access import Access
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.models import TEAM_RE, PatternStatus
 from taskzilla_sleep.settings import Secrets, Settings
@@ -34,6 +35,13 @@ def record_by(args: argparse.Namespace) -> None:
     if hasattr(args, "by"):
         name = (args.by or "").strip() or _login_name()
         args.by = name if name.startswith("cli:") else f"cli:{name}"
+
+
+def operator(args: argparse.Namespace) -> Access:
+    """The person at the command line, as the audit trail records them: ``--by`` (``cli:NAME``), else
+    ``cli:`` and the login name; an admin of every team (the shell holds the stores' credentials)."""
+    by = getattr(args, "by", None)
+    return Access(name=by if isinstance(by, str) and by else f"cli:{_login_name()}", teams=None, role="admin")
 
 
 def read_input(file: str) -> tuple[str, str]:
@@ -189,6 +197,7 @@ def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets)
 def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import forget_author, forget_episode, forget_pattern
+    from taskzilla_sleep.service import audit
 
     now = args.now or datetime.now(UTC)
     floor = settings.distill.confidence_floor
@@ -199,6 +208,8 @@ def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             report = forget_author(s.graph, s.vectors, args.team, args.name, args.by, args.reason, now, floor)
         else:
             report = forget_pattern(s.graph, s.vectors, args.team, args.id, args.by, args.reason, now, floor)
+        ids = [*report.episodes_forgotten, *report.patterns_forgotten]
+        audit(operator(args), "forget", args.team, ids, reason=args.reason, rescored=len(report.patterns_rescored))
     emit(args, report.model_dump(mode="json"), report.summary())
     return 0
 
@@ -206,6 +217,7 @@ def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
 def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import export_team
+    from taskzilla_sleep.service import audit
 
     with build(settings, secrets) as s:
         if args.output is None:
@@ -221,6 +233,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+        audit(operator(args), "export", args.team, lines=sum(counts.values()), to=str(args.output or "-"))
     what = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"
     print(f"exported team {args.team}: {what}", file=sys.stderr if args.output is None else sys.stdout)
     return 0

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import ValidationError
+from pydantic import AwareDatetime, ValidationError
 from starlette.routing import BaseRoute
 
 from taskzilla_sleep.access import Access, Tokens
@@ -41,6 +41,7 @@ from taskzilla_sleep.api.schemas import (
     RecallResult,
     ResolveRequest,
 )
+from taskzilla_sleep.audit import ACTION_RE, AuditRecord
 from taskzilla_sleep.errors import Busy, StoreError
 from taskzilla_sleep.ingest import IngestReport
 from taskzilla_sleep.instruments import Instruments
@@ -298,6 +299,23 @@ def create_app(deps: ApiDeps) -> FastAPI:
         """A failed alert pending again, due now, with a fresh attempt budget (admin). Idempotent:
         an alert that is not failed is left as it is (``requeued`` 0)."""
         return service.requeue_alert(who, alert_id)
+
+    @v1.get("/audit", operation_id="listAudit", response_model=list[AuditRecord], responses=READ)
+    def list_audit(
+        who: Caller,
+        team: Team = None,
+        action: Annotated[
+            str | None, Query(pattern=ACTION_RE, description="only this action (resolve, forget...)")
+        ] = None,
+        since: Annotated[
+            AwareDatetime | None, Query(description="only records at or after (ISO-8601 with offset)")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> list[AuditRecord]:
+        """Who decided what, newest first (admin; an admin of some teams sees only their records): the
+        time, the token (or chat user, or cli:NAME), its role, the action, the team and ids, and what
+        the action adds (keep, note, reason...)."""
+        return service.audit_records(who, team, action, since, limit)
 
     @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
     def get_status(who: Caller) -> dict[str, Any]:

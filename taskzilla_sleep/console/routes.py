@@ -4,6 +4,7 @@ access checks and audit as ``/v1``; a page of a logged-out browser sends it to t
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -17,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from taskzilla_sleep.access import Access, Tokens
 from taskzilla_sleep.api.schemas import ForgetRequest, PinRequest, ResolveRequest
+from taskzilla_sleep.audit import ACTION_RE, ACTIONS
 from taskzilla_sleep.console import web
 from taskzilla_sleep.console.sessions import COOKIE, LOGIN_COOKIE, Session
 from taskzilla_sleep.console.web import PREFIX, Console, error_page, failure, invalid, page, redirect, to_login
@@ -32,6 +34,7 @@ SCAN = 500  # patterns read per service call (the /v1 maximum) while filtering
 MAX_SCAN = 20_000
 EXAMPLES = 3  # messages shown per belief in the queue
 ALERT_FILTERS = ("failed", "pending", "sent", "dropped")
+AUDIT_PAGE = 200  # records on the audit page
 Done = tuple[str, str | None]  # a form action's notice, and where to go then (None: back where it came from)
 Action = Callable[[], Done]  # the service call a valid form makes (run off the event loop)
 
@@ -322,6 +325,32 @@ def console_router(
             return lambda: (f"requeued {service.requeue_alert(s.access, key).requeued} alert(s): {key}", None)
 
         return await act(request, lambda form: _back(form, "/ui/alerts"), work)
+
+    @router.get("/audit")
+    def audit_page(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        q = request.query_params
+        team, action = q.get("team") or None, q.get("action") or None
+        try:
+            if action is not None and not re.fullmatch(ACTION_RE, action):
+                raise InputError(f"action must be an action name (e.g. resolve, forget), not {action[:50]!r}")
+            records = service.audit_records(s.access, team, action, None, AUDIT_PAGE)
+            teams = service.teams(s.access)
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        return page(
+            request,
+            s,
+            "audit.html",
+            records=records,
+            teams=teams,
+            team=team or "",
+            action=action or "",
+            actions=ACTIONS,
+            limit=AUDIT_PAGE,
+        )
 
     @router.get("/status")
     def status_page(request: Request) -> Response:

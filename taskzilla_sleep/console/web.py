@@ -41,6 +41,7 @@ NAV: list[tuple[str, str, str]] = [
     ("/ui/facts", "Pinned facts", "read"),
     ("/ui/nights", "Nights", "admin"),
     ("/ui/alerts", "Alerts", "admin"),
+    ("/ui/audit", "Audit", "admin"),
     ("/ui/status", "Status", "admin"),
 ]
 _RANK = {"read": 0, "write": 1, "admin": 2}
