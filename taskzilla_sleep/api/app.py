@@ -49,14 +49,15 @@ from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSum
 from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern, PatternStatus
 from taskzilla_sleep.recall import render_prompt
 from taskzilla_sleep.service import ContradictionView, MemoryService
+from taskzilla_sleep.throttle import client_of
 
 T = TypeVar("T")
 Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
-READ = responses(400, 401, 403, 422, 503)
+READ = responses(400, 401, 403, 422, 429, 503)
 JSONL: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}, "description": "one JSON object a line"}
 }
-WRITE = responses(400, 401, 403, 404, 409, 413, 422, 503)
+WRITE = responses(400, 401, 403, 404, 409, 413, 422, 429, 503)
 
 
 _bearer = HTTPBearer(auto_error=False, description="an API token (its SHA-256 is in api.tokens)")
@@ -64,7 +65,7 @@ _bearer = HTTPBearer(auto_error=False, description="an API token (its SHA-256 is
 
 def _caller(request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Access:
     tokens: Tokens = request.app.state.tokens
-    return tokens.authenticate(cred.credentials if cred else None)
+    return tokens.authenticate(cred.credentials if cred else None, client_of(request), "api")
 
 
 Caller = Annotated[Access, Depends(_caller)]
@@ -275,7 +276,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         "/export",
         operation_id="exportTeam",
         response_model=None,
-        responses=JSONL | responses(400, 401, 403, 422, 503),
+        responses=JSONL | responses(400, 401, 403, 422, 429, 503),
     )
     def export(who: Caller, team: Team = None) -> Response:
         """The team's whole memory as JSONL, the file `taskzilla-sleep import` reads (admin)."""
@@ -293,7 +294,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         "/alerts/{alert_id}/requeue",
         operation_id="requeueAlert",
         response_model=RequeueReport,
-        responses=responses(400, 401, 403, 404, 422, 503),
+        responses=responses(400, 401, 403, 404, 422, 429, 503),
     )
     def requeue_alert(who: Caller, alert_id: Annotated[str, Path(max_length=300)]) -> RequeueReport:
         """A failed alert pending again, due now, with a fresh attempt budget (admin). Idempotent:
@@ -317,7 +318,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         the action adds (keep, note, reason...)."""
         return service.audit_records(who, team, action, since, limit)
 
-    @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
+    @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 429, 503))
     def get_status(who: Caller) -> dict[str, Any]:
         """Store sizes, backends, schedule and the last runs of every team (admin)."""
         who.require("admin")

@@ -84,7 +84,7 @@ class ChatOps:
         self.service = service
         self.slack = list(slack)
         self.telegram = list(telegram)
-        self.check = SignatureCheck()
+        self.check = SignatureCheck(service.graph)  # the replay memory is shared by every replica
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False, transport=transport)
 
     @classmethod

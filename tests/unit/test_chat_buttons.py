@@ -45,7 +45,9 @@ T = 1_700_000_000
 def test_the_signature_is_slacks_v0_hmac_sha256_of_version_timestamp_and_body() -> None:
     expected = "v0=" + hmac.new(SECRET, f"v0:{T}:".encode() + BODY, hashlib.sha256).hexdigest()
     assert signature(SECRET, str(T), BODY) == expected
-    assert SignatureCheck(clock=lambda: T + 10).verify([b"other", SECRET], str(T), expected, BODY) == [1]
+    assert SignatureCheck(MemoryGraphStore(), clock=lambda: T + 10).verify(
+        [b"other", SECRET], str(T), expected, BODY
+    ) == [1]
 
 
 @pytest.mark.parametrize(
@@ -55,6 +57,10 @@ def test_the_signature_is_slacks_v0_hmac_sha256_of_version_timestamp_and_body() 
         (str(T), None, "missing"),
         (None, "v0=abc", "missing"),
         ("yesterday", "v0=abc", "not a Unix time"),
+        ("1" * 400, "v0=abc", "not a Unix time"),  # int() takes it; a float of it overflows (was a 500)
+        (" " + str(T), "GOOD", "not a Unix time"),
+        ("1_700_000_000", "GOOD", "not a Unix time"),
+        ("\u0661" * 10, "GOOD", "not a Unix time"),  # Arabic-Indic digits: int() takes them too
         (str(T - 301), "GOOD", "more than 300 s"),  # stale: even a correct signature
         (str(T + 301), "GOOD", "more than 300 s"),
     ],
@@ -65,12 +71,12 @@ def test_a_request_is_refused_when_the_signature_or_its_time_is_wrong(
     if sig == "GOOD":
         sig = signature(SECRET, str(ts), BODY)
     with pytest.raises(Unauthorized, match=why):
-        SignatureCheck(clock=lambda: T).verify([SECRET], ts, sig, BODY)
+        SignatureCheck(MemoryGraphStore(), clock=lambda: T).verify([SECRET], ts, sig, BODY)
 
 
 def test_a_replayed_signature_is_refused_within_the_window_and_a_body_change_breaks_it() -> None:
     now = [float(T)]
-    check = SignatureCheck(clock=lambda: now[0])
+    check = SignatureCheck(MemoryGraphStore(), clock=lambda: now[0])
     sig = signature(SECRET, str(T), BODY)
     assert check.verify([SECRET], str(T), sig, BODY) == [0]
     with pytest.raises(Unauthorized, match="replayed"):

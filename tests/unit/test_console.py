@@ -341,12 +341,18 @@ def test_logout_ends_the_session(console: Console) -> None:
 
 
 def test_sessions_expire_when_idle() -> None:
-    now = [0.0]
-    sessions = Sessions(clock=lambda: now[0], idle_s=60)
+    now = [1_000.0]
+    store = MemoryGraphStore()
+    sessions = Sessions(store, clock=lambda: now[0], idle_s=60)
     s = sessions.start(OPEN)
-    assert sessions.get(s.id) is s and sessions.get("forged") is None and sessions.get(None) is None
-    now[0] = 59
-    assert sessions.get(s.id) is s  # a request keeps it alive
-    now[0] = 120
-    assert sessions.get(s.id) is None and len(sessions) == 0
+    got = sessions.get(s.id)
+    assert got is not None and (got.access, got.csrf) == (OPEN, s.csrf)
+    assert sessions.get("forged") is None and sessions.get(None) is None
+    assert s.id not in repr(store.session_nodes) and s.key in store.session_nodes  # the store knows a hash
+    now[0] = 1_059
+    assert sessions.get(s.id) is not None  # a request keeps it alive
+    now[0] = 1_120
+    assert sessions.get(s.id) is None
+    sessions.start(OPEN)  # a login removes the idle ones
+    assert s.key not in store.session_nodes
     assert not s.csrf_ok(None) and not s.csrf_ok("") and s.csrf_ok(s.csrf)

@@ -32,6 +32,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Meta", "key"),
     ("Lease", "name"),
     ("Alert", "key"),
+    ("ConsoleSession", "key"),
+    ("SeenRequest", "key"),
 )
 # Secondary indexes the steps filter on.
 INDEXES: tuple[tuple[str, str], ...] = (
