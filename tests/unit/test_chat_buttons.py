@@ -27,6 +27,7 @@ from taskzilla_sleep.alerts.render import (
     SLACK_MAX_BLOCKS,
     slack_payload,
     telegram_payload,
+    utf16_len,
     webhook_payload,
 )
 from taskzilla_sleep.chatops.slack import SignatureCheck, parse_interaction, signature
@@ -186,12 +187,43 @@ def test_a_resolution_answers_each_delivered_alert_once_and_replies_to_the_teleg
     assert hook["type"] == "resolution" and hook["resolution"] == "new" and hook["resolved_by"] == "slack:U1 (ann)"
 
 
+SLACK_BUTTONS = {"kind": "slack", "url_env": "U", "signing_secret_env": "S", "channel_id": "C1"}
+TG_BUTTONS = {"kind": "telegram", "token_env": "T", "chat_id": "-1", "webhook_secret_env": "S"}
+
+
+def test_deciders_are_user_ids_of_the_channels_kind() -> None:
+    both = {"s": SLACK_BUTTONS | {"deciders": ["U1234", "W0123ABCD"]}, "t": TG_BUTTONS | {"deciders": ["42"]}}
+    channels = load_settings(env={}, overrides={"alerts.channels": both}).alerts.channels
+    assert (channels["s"].deciders, channels["t"].deciders) == (["U1234", "W0123ABCD"], ["42"])
+
+
+def test_an_alert_with_buttons_says_who_may_decide() -> None:
+    slack = slack_payload(_message(), buttons=True, deciders=["U1234", "W0123ABCD"])
+    assert slack["blocks"][-2]["elements"][0]["text"] == "Only <@U1234>, <@W0123ABCD> may decide."
+    assert slack_payload(_message(), buttons=True)["blocks"][-2]["elements"][0]["text"] == (
+        "Anyone in this channel may decide."
+    )
+    assert "may decide" not in json.dumps(slack_payload(_message(), buttons=False, deciders=["U1"]))
+    tg = telegram_payload(_message(), "-1", buttons=True, deciders=["42", "7"])
+    assert tg["text"].endswith(
+        '<i>Only <a href="tg://user?id=42">user 42</a>, <a href="tg://user?id=7">user 7</a> may decide.</i>'
+    )
+    assert telegram_payload(_message(), "-1", buttons=True)["text"].endswith("<i>Anyone in this chat may decide.</i>")
+    huge = telegram_payload(_message(sections=40), "-1", buttons=True, deciders=["42"])
+    assert utf16_len(huge["text"]) <= 4096 and "may decide" in huge["text"]
+
+
 @pytest.mark.parametrize(
     ("over", "why"),
     [
         ({"alerts.channels": {"s": {"kind": "slack", "url_env": "U", "signing_secret_env": "S"}}}, "channel_id"),
         ({"alerts.channels": {"w": {"kind": "webhook", "url_env": "U", "signing_secret_env": "S"}}}, "for slack"),
         ({"alerts.channels": {"s": {"kind": "slack", "url_env": "U", "webhook_secret_env": "S"}}}, "for telegram"),
+        ({"alerts.channels": {"s": {"kind": "slack", "url_env": "U", "deciders": ["U1234"]}}}, "resolve from"),
+        ({"alerts.channels": {"s": SLACK_BUTTONS | {"deciders": ["alice"]}}}, "not a slack user id"),
+        ({"alerts.channels": {"s": SLACK_BUTTONS | {"deciders": ["<!channel>"]}}}, "not a slack user id"),
+        ({"alerts.channels": {"t": TG_BUTTONS | {"deciders": ["@bob"]}}}, "not a telegram user id"),
+        ({"alerts.channels": {"t": TG_BUTTONS | {"deciders": ["U1234"]}}}, "not a telegram user id"),
         ({"api.public_url": "memory.example.com"}, "http"),
         ({"api.public_url": "https://user:pw@memory.example.com"}, "password"),
     ],
