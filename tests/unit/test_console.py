@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from taskzilla_sleep import audit
 from taskzilla_sleep.access import OPEN, token_hash
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.api import create_app
@@ -307,6 +308,29 @@ def test_admin_pages_nights_alerts_status(console: Console) -> None:
     assert status.status_code == 200 and "open contradictions" in status.text and "No runs yet" in status.text
     page = c.get("/ui/contradictions").text  # an every-team admin picks among the teams in the store
     assert '<option value="platform" selected>' in page
+
+
+def test_the_audit_page_shows_admins_who_decided_what(console: Console) -> None:
+    sink = audit.install(audit.AuditLog(console.worker.settings.data_dir / audit.AUDIT_FILE))
+    try:
+        writer = console.client()
+        csrf = login(writer, WRITER)
+        note = "<script>alert(1)</script> checked"
+        r = writer.post(f"/ui/contradictions/{console.cid}/resolve", data={"keep": "new", "note": note, "csrf": csrf})
+        assert r.status_code == 303
+        assert writer.get("/ui/audit").status_code == 403  # admins only, as GET /v1/audit
+        admin = console.client()
+        login(admin, ADMIN)
+        page = admin.get("/ui/audit")
+        assert page.status_code == 200 and 'href="/ui/audit" class="here"' in page.text
+        row = re.search(r"<tr><td><time[^\n]*\n.*?</tr>", page.text, re.DOTALL)
+        assert row is not None and "dana" in row.group(0) and "resolve" in row.group(0) and console.cid in row.group(0)
+        assert "&lt;script&gt;alert(1)&lt;/script&gt; checked" in page.text and "<script>" not in page.text
+        assert "No decisions on record for this filter" in admin.get("/ui/audit", params={"action": "pin"}).text
+        assert admin.get("/ui/audit", params={"action": "Robert'); DROP"}).status_code == 422
+        assert admin.get("/ui/audit", params={"team": "ops"}).status_code == 200
+    finally:
+        audit.uninstall(sink)
 
 
 def test_an_admin_requeues_a_failed_alert_and_a_writer_cannot(console: Console) -> None:
