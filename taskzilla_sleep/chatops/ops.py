@@ -5,11 +5,11 @@ A click counts only from a channel configured for it (Slack: the signing secret 
 Slack channel id is the channel's ``channel_id``; Telegram: the webhook secret matched and the chat
 is the channel's ``chat_id``), and only for a contradiction of a team that channel is routed to
 (``teams``): a click in team A's channel cannot resolve team B's contradiction. When the channel
-names ``deciders`` (Slack or Telegram user ids), only they may decide: anyone else's click is answered
-"not allowed" (ephemeral in Slack, the button's answer in Telegram), changes nothing, and is put on
-the audit trail as ``resolve_refused``. The clicker is recorded as ``by`` (``slack:U123 (alice)``,
-``telegram:42 (@bob)``). The resolution itself is the
-service's, the one path every caller takes, so the alert's answer in chat is queued there too.
+names ``deciders`` (Slack or Telegram user ids), only they may decide: anyone else's click is
+answered "not allowed" (ephemeral in Slack, the button's answer in Telegram), changes nothing, and
+is put on the audit trail as ``resolve_refused``. The clicker is recorded as ``by``
+(``slack:U123 (alice)``, ``telegram:42 (@bob)``). The resolution itself is the service's, the one
+path every caller takes, so the alert's answer in chat is queued there too.
 """
 
 from __future__ import annotations
