@@ -15,13 +15,16 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import ValidationError
 
 from taskzilla_sleep.errors import BadRequest, ConfigError, Forbidden, NotFound, Unauthorized
 from taskzilla_sleep.settings import ApiSettings, TokenGrant
+
+if TYPE_CHECKING:
+    from taskzilla_sleep.throttle import Throttle
 
 Role = Literal["read", "write", "admin"]
 _RANK: dict[str, int] = {"read": 0, "write": 1, "admin": 2}
@@ -68,27 +71,41 @@ def token_hash(token: str) -> str:
 
 
 class Tokens:
-    """The configured tokens; ``authenticate`` turns a bearer token into an :class:`Access`."""
+    """The configured tokens; ``authenticate`` turns a bearer token into an :class:`Access`. With a
+    ``throttle``, a client (its address) that keeps presenting wrong tokens waits (``throttle.py``)."""
 
-    def __init__(self, grants: Mapping[str, TokenGrant]) -> None:
+    def __init__(self, grants: Mapping[str, TokenGrant], throttle: Throttle | None = None) -> None:
         self._grants = dict(grants)
+        self.throttle = throttle
 
     @classmethod
-    def from_settings(cls, api: ApiSettings, env_token: str | None = None) -> Tokens:
+    def from_settings(cls, api: ApiSettings, env_token: str | None = None, throttle: Throttle | None = None) -> Tokens:
         grants = dict(api.tokens)
         if api.tokens_file is not None:
             grants.update(_load_file(api.tokens_file))
         if env_token:
             grants[token_hash(env_token)] = TokenGrant(name=ENV_TOKEN_NAME, teams=(EVERY_TEAM,), role="admin")
-        return cls(grants)
+        return cls(grants, throttle)
 
     @property
     def open(self) -> bool:
         return not self._grants
 
-    def authenticate(self, token: str | None) -> Access:
+    def authenticate(self, token: str | None, client: str | None = None, surface: str = "api") -> Access:
+        """The caller ``token`` stands for. ``client`` (the peer's address) is throttled: Throttled
+        (429) while it waits, before the token is looked at; a wrong token counts against it."""
         if self.open:
             return OPEN
+        if self.throttle is not None and client is not None:
+            self.throttle.check(client, surface)
+        try:
+            return self._access(token)
+        except Unauthorized:
+            if self.throttle is not None and client is not None and token:  # no token at all is no guess
+                self.throttle.failed(client, surface)
+            raise
+
+    def _access(self, token: str | None) -> Access:
         if not token:
             raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
         digest = token_hash(token)
@@ -101,12 +118,15 @@ class Tokens:
         teams = None if EVERY_TEAM in found.teams else frozenset(found.teams)
         return Access(name=found.name, teams=teams, role=found.role)
 
-    def authorization(self, header: str | None) -> Access:
+    def authorization(self, header: str | None, client: str | None = None, surface: str = "api") -> Access:
         """From an ``Authorization`` header: the scheme is case-insensitive (RFC 7235)."""
         scheme, _, token = (header or "").strip().partition(" ")
         if header and scheme.casefold() != "bearer":
+            if self.throttle is not None and client is not None and not self.open:
+                self.throttle.check(client, surface)
+                self.throttle.failed(client, surface)
             raise Unauthorized("use the Bearer scheme: Authorization: Bearer <token>")
-        return self.authenticate(token.strip() or None)
+        return self.authenticate(token.strip() or None, client, surface)
 
 
 def _load_file(path: Path) -> dict[str, TokenGrant]:

@@ -11,6 +11,7 @@ from types import TracebackType
 
 import structlog
 
+from taskzilla_sleep import audit
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import ConfigError, StoreError
 from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
@@ -32,6 +33,8 @@ class Services:
     _closed: bool = field(default=False, repr=False)
     # This process's counters and histograms (served by the worker at /metrics): one set per Services.
     instruments: Instruments = field(default_factory=Instruments, repr=False)
+    # Where this process puts decisions on record (installed by build, for the data folder it opened).
+    audit_log: audit.AuditLog | None = field(default=None, repr=False)
 
     @property
     def llm(self) -> LLMProvider:
@@ -56,6 +59,8 @@ class Services:
         if self._closed:
             return
         self._closed = True
+        if self.audit_log is not None:
+            audit.uninstall(self.audit_log)
         for closer in (self.vectors.close, self.graph.close):
             try:
                 closer()
@@ -166,6 +171,7 @@ def build(settings: Settings, secrets: Secrets | None = None, ensure_schema: boo
         graph.close()
         raise
     services = Services(settings, graph, vectors, embedder)
+    services.audit_log = audit.install(audit.AuditLog(settings.data_dir / audit.AUDIT_FILE))
     if ensure_schema:
         try:
             graph.ensure_schema()

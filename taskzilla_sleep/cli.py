@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_alerts, cli_mcp, cli_memory, cli_ops, progress
+from taskzilla_sleep import __version__, cli_alerts, cli_audit, cli_mcp, cli_memory, cli_ops, progress
 from taskzilla_sleep.cli_memory import BY_HELP, port_number
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -143,6 +143,7 @@ def make_parser() -> argparse.ArgumentParser:
     cli_memory.add_parsers(sub, common)  # patterns, forget, export, import
     cli_mcp.add_parser(sub, common)  # mcp
     cli_alerts.add_parsers(sub, common)  # alerts list, alerts requeue
+    cli_audit.add_parsers(sub, common)  # audit list
     return p
 
 
@@ -212,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             **cli_memory.HANDLERS,  # patterns, forget, export
             **cli_mcp.HANDLERS,  # mcp
             **cli_alerts.HANDLERS,  # alerts
+            **cli_audit.HANDLERS,  # audit
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:
@@ -357,13 +359,17 @@ def _team(s: Any, wanted: str | None) -> str:
 def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep import facts
     from taskzilla_sleep.app import build
+    from taskzilla_sleep.cli_memory import operator
+    from taskzilla_sleep.service import audit
 
     with build(settings, secrets) as s:
         if args.facts_command == "pin":
             f = facts.pin(s.graph, s.vectors, _team(s, args.team), args.text, args.by, _now(args), args.entity)
+            audit(operator(args), "pin", f.team, [f.id])
             _emit(args, f.model_dump(mode="json"), f"pinned {f.id}: {f.statement}")
         elif args.facts_command == "unpin":
             f = facts.unpin(s.graph, s.vectors, args.id, args.by, _now(args))
+            audit(operator(args), "unpin", f.team, [f.id])
             _emit(args, f.model_dump(mode="json"), f"unpinned {f.id} (archived by {f.archived_by})")
         else:
             found = facts.list_facts(s.graph, args.team)
@@ -380,7 +386,8 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
 def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep import contradictions, resolving
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.service import ContradictionView
+    from taskzilla_sleep.cli_memory import operator
+    from taskzilla_sleep.service import ContradictionView, audit
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
@@ -395,6 +402,7 @@ def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Se
                 _now(args),
                 settings.distill.confidence_floor,
             )
+            audit(operator(args), "resolve", c.team, [c.id], keep=args.keep, note=args.note, unchanged=same)
             text = f"resolved {c.id}: kept {c.resolution} (by {c.resolved_by})"
             if same:  # a repeat of the recorded decision: exit 0, nothing written
                 when = c.resolved_at.isoformat() if c.resolved_at else "?"

@@ -48,6 +48,8 @@ def _line(a: Any) -> str:
 def cmd_alerts(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.alerts.admin import list_alerts, requeue_alerts
     from taskzilla_sleep.app import build
+    from taskzilla_sleep.cli_memory import operator
+    from taskzilla_sleep.service import audit
 
     if args.alerts_command == "requeue" and bool(args.id) == bool(args.all_failed):
         raise UsageError("alerts requeue: give an alert id or --all-failed (not both)")
@@ -58,6 +60,9 @@ def cmd_alerts(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             _emit(args, [a.model_dump(mode="json") for a in found], "\n".join(lines) or "(no alerts)")
             return 0
         report = requeue_alerts(s.graph, OPEN, datetime.now(UTC), None if args.all_failed else [args.id])
+        for team in sorted({a.team or "" for a in report.alerts}):
+            keys = [a.key for a in report.alerts if (a.team or "") == team]
+            audit(operator(args), "requeue_alert", team or None, keys, requeued=report.requeued)
     lines = [f"requeued {report.requeued} failed alert{'' if report.requeued == 1 else 's'}"]
     lines += [f"  {a.key} [{a.status}] -> {a.channel}" for a in report.alerts]
     _emit(args, report.model_dump(mode="json"), "\n".join(lines))

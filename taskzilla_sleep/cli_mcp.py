@@ -119,6 +119,9 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> i
 
             assert sock is not None
             port = int(sock.getsockname()[1])
+            from taskzilla_sleep.throttle import Throttle
+
+            tokens.throttle = Throttle(services.instruments)  # wrong tokens from one client: it waits
             app = http_app(server, tokens, host, settings.api.max_body_bytes)
             config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
             uv = uvicorn.Server(config)  # a standing MCP stream cannot hold a SIGTERM for longer than 5 s

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from taskzilla_sleep import progress
+from taskzilla_sleep.access import Access
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.models import TEAM_RE, PatternStatus
 from taskzilla_sleep.settings import Secrets, Settings
@@ -35,6 +36,13 @@ def record_by(args: argparse.Namespace) -> None:
     if hasattr(args, "by"):
         name = (args.by or "").strip() or _login_name()
         args.by = name if name.startswith("cli:") else f"cli:{name}"
+
+
+def operator(args: argparse.Namespace) -> Access:
+    """The person at the command line, as the audit trail records them: ``--by`` (``cli:NAME``), else
+    ``cli:`` and the login name; an admin of every team (the shell holds the stores' credentials)."""
+    by = getattr(args, "by", None)
+    return Access(name=by if isinstance(by, str) and by else f"cli:{_login_name()}", teams=None, role="admin")
 
 
 def read_input(file: str) -> tuple[str, str]:
@@ -230,6 +238,7 @@ def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets)
 def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import forget_author, forget_episode, forget_pattern
+    from taskzilla_sleep.service import audit
 
     now = args.now or datetime.now(UTC)
     floor = settings.distill.confidence_floor
@@ -240,6 +249,8 @@ def cmd_forget(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             report = forget_author(s.graph, s.vectors, args.team, args.name, args.by, args.reason, now, floor)
         else:
             report = forget_pattern(s.graph, s.vectors, args.team, args.id, args.by, args.reason, now, floor)
+        ids = [*report.episodes_forgotten, *report.patterns_forgotten]
+        audit(operator(args), "forget", args.team, ids, reason=args.reason, rescored=len(report.patterns_rescored))
     emit(args, report.model_dump(mode="json"), report.summary())
     return 0
 
@@ -248,6 +259,7 @@ def _release(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
     from taskzilla_sleep.app import build
     from taskzilla_sleep.archive import release_pattern
     from taskzilla_sleep.memory_index import rebuild_memory
+    from taskzilla_sleep.service import audit
 
     now = args.now or datetime.now(UTC)
     with build(settings, secrets) as s, admin_lease(s.graph, settings):
@@ -261,7 +273,7 @@ def _release(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
             now,
             rebuild_index=lambda teams: rebuild_memory(s.graph, settings, teams),
         )
-    _audit(args.by, "release", args.team, [args.id, *report.given_back, *report.revived], reason=args.reason)
+    audit(operator(args), "release", args.team, [args.id, *report.given_back, *report.revived], reason=args.reason)
     emit(args, report.model_dump(mode="json"), report.summary())
     return 0
 
@@ -270,6 +282,7 @@ def cmd_undo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
     from taskzilla_sleep.app import build
     from taskzilla_sleep.archive import undo_run
     from taskzilla_sleep.memory_index import rebuild_memory
+    from taskzilla_sleep.service import audit
 
     now = args.now or datetime.now(UTC)
     with build(settings, secrets) as s, admin_lease(s.graph, settings):
@@ -285,22 +298,15 @@ def cmd_undo(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> 
             rebuild_index=lambda teams: rebuild_memory(s.graph, settings, teams),
         )
     if not args.dry_run and not report.already:
-        _audit(args.by, "undo", ",".join(report.teams), report.undone, reason=args.reason, cascade=args.cascade)
+        audit(operator(args), "undo", ",".join(report.teams), report.undone, reason=args.reason, cascade=args.cascade)
     emit(args, report.model_dump(mode="json"), report.summary())
     return 0
-
-
-def _audit(by: str, action: str, team: str | None, ids: list[str], **extra: object) -> None:
-    """A person's decision on the command line, in the audit log like one over the API."""
-    from taskzilla_sleep.access import Access
-    from taskzilla_sleep.service import audit
-
-    audit(Access(name=by, teams=None, role="admin"), action, team, ids, **extra)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import export_team
+    from taskzilla_sleep.service import audit
 
     with build(settings, secrets) as s:
         if args.output is None:
@@ -316,6 +322,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+        audit(operator(args), "export", args.team, lines=sum(counts.values()), to=str(args.output or "-"))
     what = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"
     print(f"exported team {args.team}: {what}", file=sys.stderr if args.output is None else sys.stdout)
     return 0

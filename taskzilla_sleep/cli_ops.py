@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from types import FrameType
 
 from taskzilla_sleep import progress as progress_view
-from taskzilla_sleep.cli_memory import admin_lease, emit, read_input
+from taskzilla_sleep.cli_memory import admin_lease, emit, operator, read_input
 from taskzilla_sleep.ingest import IngestProgress
 from taskzilla_sleep.models import StepResult
 from taskzilla_sleep.progress import Progress
@@ -151,13 +151,15 @@ def interrupted_note(source: str, p: IngestProgress) -> str:
 def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.ingest import Limits, episode_lines, parse_episode_lines
+    from taskzilla_sleep.service import audit
 
     source, text = read_input(args.file)  # InputError: one line naming the file, exit 1
 
     lines = episode_lines(text)
     # Validate before any store is opened: a bad file costs no server start and writes nothing.
     now = args.now or datetime.now(UTC)
-    parse_episode_lines(lines, source, Limits.of(settings.ingest), now)
+    parsed = parse_episode_lines(lines, source, Limits.of(settings.ingest), now)
+    teams = ",".join(sorted({item.team for _, item in parsed})) or None  # who ingested into which teams
     read = sum(1 for ln in lines if ln.strip())
     shown = progress_for(args, "ingest", f"ingest {source}")
     progress = IngestProgress(on_change=ingest_progress(shown, read))
@@ -165,6 +167,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
         with build(settings, secrets) as services, shown, sigterm_interrupts():
             ingestor = services.ingestor(clock=(lambda: args.now) if args.now else None)
             report = ingestor.ingest_lines(lines, source, progress)
+            audit(operator(args), "ingest", teams, report.new_ids, present=report.present, source=source)
     except KeyboardInterrupt:
         return say_interrupted(shown, interrupted_note(source, progress))
     out = {
@@ -189,6 +192,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     from taskzilla_sleep.ingest import episode_lines
     from taskzilla_sleep.memory_admin.export_file import parse_export
     from taskzilla_sleep.memory_admin.transfer import import_team
+    from taskzilla_sleep.service import audit
 
     source, text = read_input(args.file)
     lines = episode_lines(text)  # \n only: an export's JSON may hold U+2028 raw, which splitlines() would split
@@ -214,6 +218,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
                 as_team=args.as_team,
                 trailer=not args.no_trailer,
             )
+            audit(operator(args), "import", report.team, replaced=report.replaced, source=source, counts=report.counts)
     except KeyboardInterrupt:
         return say_interrupted(shown, import_interrupted_note(team, shown, args.replace))
     what = ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items()) if v)

@@ -30,6 +30,7 @@ STEP_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0,
 LAG_BUCKETS = (60.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2100.0, 2700.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0)
 LLM_KINDS = ("distill", "reflect")  # the prompts (llm.prompts.shared.Prompt.name)
 LLM_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
+AUTH_SURFACES = ("api", "mcp", "console")  # where a token is presented
 
 
 class ChannelCounts(Protocol):
@@ -157,6 +158,19 @@ class Instruments:
             registry=r,
         )
 
+        self.auth_failures = Counter(
+            f"{PREFIX}_auth_failures",
+            "Wrong credentials: a bearer token matching no token (api, mcp) or a failed console login, by surface",
+            ["surface"],
+            registry=r,
+        )
+        self.auth_throttled = Counter(
+            f"{PREFIX}_auth_throttled",
+            "Requests answered 429 because their client failed to authenticate too often, by surface",
+            ["surface"],
+            registry=r,
+        )
+
         # The series the alert rules divide or take increases of exist from the start at 0: a series
         # born at its first event would lose that event to rate() and increase().
         for kind in LLM_KINDS:
@@ -167,6 +181,9 @@ class Instruments:
                 self.llm_errors.labels(kind, error)
         for trigger in ("watchdog", "night"):
             self.pattern_lag.labels(trigger)
+        for surface in AUTH_SURFACES:
+            self.auth_failures.labels(surface)
+            self.auth_throttled.labels(surface)
 
     def attach(self, collector: Collector) -> CollectorRegistry:
         """Serve ``collector`` (the ledger gauges) from this registry, in place of one attached before

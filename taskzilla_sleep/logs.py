@@ -41,6 +41,9 @@ class _SecretMasker:
         return event
 
 
+_masker = _SecretMasker(())  # replaced by configure_logging, with the secrets it is given
+
+
 class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stderr`` is when a record is emitted, not when the handler was made
     (tests and daemons swap it), as structlog's own loggers do."""
@@ -57,11 +60,13 @@ class _StderrHandler(logging.StreamHandler[TextIO]):
 def configure_logging(level: str = "info", json: bool | None = None, secrets: Iterable[str] = ()) -> None:
     """Configure structlog and the standard ``logging`` root. Logs go to stderr; stdout is the CLI's
     own output. Calling it again replaces the previous set-up (no second handler)."""
+    global _masker
     use_json = (not sys.stderr.isatty()) if json is None else json
     renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+    _masker = _SecretMasker(secrets)
     # The exception is formatted to text before the masker runs, so a secret inside an exception
     # message or a traceback line is masked too.
-    tail = [structlog.processors.format_exc_info, _SecretMasker(secrets), renderer]
+    tail = [structlog.processors.format_exc_info, _masker, renderer]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -99,6 +104,18 @@ def configure_logging(level: str = "info", json: bool | None = None, secrets: It
     # text straight to stderr; routed through logging ("py.warnings") it is one JSON line like the rest.
     logging.captureWarnings(True)
     adopt_vendor_handlers()
+
+
+def masked(record: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """``record`` as a log line would carry it: credential-like keys and known secret values masked
+    (the audit file passes through here too)."""
+    return _masker(None, "", record)
+
+
+def audit_logger() -> Any:
+    """A logger whose events are written whatever ``--log-level`` says: the audit trail's copy in the
+    log stream (same processors, renderer and masker as every other event; no level filter)."""
+    return structlog.wrap_logger(None, wrapper_class=structlog.make_filtering_bound_logger(logging.NOTSET))
 
 
 def adopt_vendor_handlers() -> None:

@@ -1,7 +1,7 @@
 """What a bot may do with the memory, whatever the transport (HTTP API, MCP): each operation checks
-the caller's :class:`~taskzilla_sleep.access.Access` (role and team) and every write is logged as an
-``audit`` event (who, what, which team and ids). Person-facing decisions record the caller's token
-name as ``by``.
+the caller's :class:`~taskzilla_sleep.access.Access` (role and team) and every write is put on
+record by :func:`audit` (who, what, which team and ids: ``DATA_DIR/audit.jsonl`` and the log
+stream). Person-facing decisions record the caller's token name as ``by``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING, Literal
 import structlog
 from pydantic import BaseModel
 
+from taskzilla_sleep import audit as trail
 from taskzilla_sleep import facts as fact_book
 from taskzilla_sleep import resolving
 from taskzilla_sleep.access import Access
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 Keep = Literal["new", "old", "both"]
-MAX_AUDIT_IDS = 50
 
 
 UndoState = Literal["undoable", "undone", "purged", "nothing"]
@@ -115,16 +115,9 @@ class IngestGate:
 
 
 def audit(access: Access, action: str, team: str | None, ids: Sequence[str] = (), **extra: object) -> None:
-    log.info(
-        "audit",
-        who=access.name,
-        role=access.role,
-        action=action,
-        team=team,
-        n=len(ids),
-        ids=list(ids[:MAX_AUDIT_IDS]),
-        **extra,
-    )
+    """Put a decision on record: the audit file of this process's data folder and the log stream,
+    whatever the log level (``taskzilla_sleep.audit``)."""
+    trail.record(access, action, team, ids, **extra)
 
 
 class MemoryService:
@@ -217,6 +210,19 @@ class MemoryService:
             found.add(self.settings.api.default_team)
         return sorted(found)
 
+    def audit_records(
+        self,
+        access: Access,
+        team: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+    ) -> list[trail.AuditRecord]:
+        """Who decided what, newest first (admin; an admin of some teams sees only their records)."""
+        access.require("admin", team)
+        found = trail.AuditLog(self.settings.data_dir / trail.AUDIT_FILE)
+        return found.read(access=access, team=team, action=action, since=since, limit=limit)
+
     def nights(self, access: Access, runs: int) -> Report:
         """The report of the last ``runs`` nights with its verdicts (admin): of the token's teams' jobs
         only, the whole ledger for a token of every team."""
@@ -268,7 +274,7 @@ class MemoryService:
             self.clock(),
             self.settings.distill.confidence_floor,
         )
-        audit(access, "resolve", c.team, [cid], keep=keep)
+        audit(access, "resolve", c.team, [cid], keep=keep, note=note)
         return done
 
     def requeue_alert(self, access: Access, key: str) -> RequeueReport:

@@ -370,8 +370,11 @@ class Worker:
         from taskzilla_sleep.chatops.ops import ChatOps
         from taskzilla_sleep.chatops.routes import chat_mounts
         from taskzilla_sleep.mcp_server import build_server, mcp_route
+        from taskzilla_sleep.throttle import Throttle
 
-        tokens = Tokens.from_settings(self.settings.api, self._api_token)
+        # One backoff for every surface of this server (API, MCP, console login): a client failing on
+        # one waits on all of them.
+        tokens = Tokens.from_settings(self.settings.api, self._api_token, Throttle(self.services.instruments))
         api = self.settings.api
         mcp = mcp_route(build_server(self.memory, None), tokens, api.host, api.max_body_bytes)
         chat = chat_mounts(ChatOps.from_settings(self.memory, self._env))  # Slack/Telegram buttons

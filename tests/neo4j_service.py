@@ -35,6 +35,7 @@ from typing import IO
 CONTAINER_IMAGE = "neo4j:5.26-community"
 LAUNCHER_DIR = Path(__file__).resolve().parents[1] / "ops" / "neo4j-local"
 LAUNCHER_MAIN = "dev.taskzilla.neo4jlocal.Main"
+PASSWORD_ENV = "NEO4J_LOCAL_PASSWORD"  # how the launcher gets its password (Main.java)
 READY_TIMEOUT_S = 120.0
 BUILD_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 20.0
@@ -140,12 +141,18 @@ def _container() -> Iterator[tuple[str, tuple[str, str]]]:
 
 
 def _launcher_classpath() -> str:
-    """target/classes plus the dependency classpath, built with Maven if not there yet."""
+    """target/classes plus the dependency classpath, built with Maven if not there yet or older than
+    the launcher's source (a worktree that changed Main.java must not run the Main.class built before)."""
     target = LAUNCHER_DIR / "target"
     cp_file = target / "classpath.txt"
-    if not (cp_file.is_file() and (target / "classes").is_dir()):
+    if not (cp_file.is_file() and (target / "classes").is_dir()) or _stale(cp_file):
         _build_launcher(cp_file)
     return f"{target / 'classes'}{os.pathsep}{cp_file.read_text().strip()}"
+
+
+def _stale(cp_file: Path) -> bool:
+    sources = [LAUNCHER_DIR / "pom.xml", *(LAUNCHER_DIR / "src").rglob("*.java")]
+    return max(p.stat().st_mtime for p in sources) > cp_file.stat().st_mtime
 
 
 def _build_launcher(cp_file: Path) -> None:
@@ -156,7 +163,7 @@ def _build_launcher(cp_file: Path) -> None:
     lock_path = Path(tempfile.gettempdir()) / "taskzilla-neo4j-local-build.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if cp_file.is_file() and (cp_file.parent / "classes").is_dir():
+        if cp_file.is_file() and (cp_file.parent / "classes").is_dir() and not _stale(cp_file):
             return
         cmd = [
             mvn,
@@ -182,6 +189,7 @@ def _build_launcher(cp_file: Path) -> None:
         if done.returncode != 0 or not cp_file.is_file():
             tail = (done.stdout + done.stderr)[-3000:]
             raise RuntimeError(f"building the Neo4j launcher failed ({done.returncode}):\n{tail}")
+        cp_file.touch()  # the mark of this build (Maven leaves an unchanged classpath file as it was)
 
 
 def _java() -> str:
@@ -241,10 +249,14 @@ def own_neo4j(work_dir: Path, password: str | None = None) -> Iterator[tuple[str
     data_dir = (work_dir / "neo4j-data").resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    cmd = [_java(), "-cp", classpath, LAUNCHER_MAIN, str(data_dir), str(port), *([password] if password else [])]
+    cmd = [_java(), "-cp", classpath, LAUNCHER_MAIN, str(data_dir), str(port)]
+    # The password goes in the environment (readable by this user only), never in argv: `ps` shows
+    # argv to everyone, and Neo4j writes the JVM's command line to its debug.log.
+    env = {k: v for k, v in os.environ.items() if k != PASSWORD_ENV} | ({PASSWORD_ENV: password} if password else {})
     began = time.monotonic()
     proc = subprocess.Popen(
         cmd,
+        env=env,
         # Kept open while we run: the launcher exits when it reads EOF, i.e. when we go away.
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

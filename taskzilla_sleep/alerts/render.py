@@ -35,6 +35,13 @@ SLACK_URL_MAX = 3000  # a link button's url
 CONSOLE_LABEL = "Open in console"
 
 
+def who_decides(deciders: Sequence[str], kind: str) -> str:
+    """What a contradiction alert with buttons says about who may click them (plain text)."""
+    if not deciders:
+        return f"Anyone in this {'chat' if kind == 'telegram' else 'channel'} may decide."
+    return f"Only {', '.join(deciders)} may decide ({'Telegram' if kind == 'telegram' else 'Slack'} user ids)."
+
+
 def _cut(text: str, keep: int) -> str:
     return text[: max(0, keep)].rstrip() + ELLIPSIS if keep < len(text) else text
 
@@ -113,20 +120,38 @@ def telegram_keyboard(msg: AlertMessage) -> Json | None:
     return {"inline_keyboard": rows}
 
 
-def telegram_payload(msg: AlertMessage, chat_id: str, buttons: bool = False) -> Json:
+def _telegram_deciders(deciders: Sequence[str]) -> str:
+    """Who may decide, each a mention by user id (the ids are digits: checked by the settings)."""
+    if not deciders:
+        return "<i>Anyone in this chat may decide.</i>"
+    people = ", ".join(f'<a href="tg://user?id={_tg_escape(d)}">user {_tg_escape(d)}</a>' for d in deciders)
+    return f"<i>Only {people} may decide.</i>"
+
+
+def telegram_payload(msg: AlertMessage, chat_id: str, buttons: bool = False, deciders: Sequence[str] = ()) -> Json:
     """Bot API ``sendMessage`` body: HTML parse mode, escaped, within 4096 characters; with
-    ``buttons`` a contradiction gets its inline keyboard, and a resolution replies to its alert."""
-    _, text, ok = _fit(msg.sections, lambda ss: _telegram_html(msg.title, ss), TELEGRAM_MAX_CHARS, utf16_len)
-    body: Json = {"chat_id": chat_id, "link_preview_options": {"is_disabled": True}}
+    ``buttons`` a contradiction gets its inline keyboard and says who may decide (``deciders``: the
+    channel's; none: anyone in the chat), and a resolution replies to its alert."""
     keyboard = telegram_keyboard(msg) if buttons else None
+    foot = f"\n\n{_telegram_deciders(deciders)}" if keyboard is not None else ""
+
+    def html_text(sections: Sequence[Section]) -> str:
+        return _telegram_html(msg.title, sections) + foot
+
+    _, text, ok = _fit(msg.sections, html_text, TELEGRAM_MAX_CHARS, utf16_len)
+    body: Json = {"chat_id": chat_id, "link_preview_options": {"is_disabled": True}}
     if keyboard is not None:
         body["reply_markup"] = keyboard
     if msg.reply_to is not None and msg.reply_to.isdigit():
         body["reply_parameters"] = {"message_id": int(msg.reply_to), "allow_sending_without_reply": True}
     if ok:
         return body | {"text": text, "parse_mode": "HTML"}
-    # Only essential parts left and still too long: plain text can be clipped anywhere safely.
-    return body | {"text": _clip_utf16(render_plain(msg), TELEGRAM_MAX_CHARS)}
+    # Only essential parts left and still too long: plain text can be clipped anywhere safely (who may
+    # decide goes first: the end is what is clipped).
+    plain = render_plain(msg)
+    if keyboard is not None:
+        plain = f"{who_decides(deciders, 'telegram')}\n\n{plain}"
+    return body | {"text": _clip_utf16(plain, TELEGRAM_MAX_CHARS)}
 
 
 # -- Slack ---------------------------------------------------------------------------------------
@@ -164,6 +189,13 @@ def _slack_pieces(s: Section) -> Iterator[Section]:
         first = False
 
 
+def _slack_deciders(deciders: Sequence[str]) -> str:
+    """Who may decide, each a Slack mention (the ids are checked by the settings: no markup can hide in one)."""
+    if not deciders:
+        return "Anyone in this channel may decide."
+    return f"Only {', '.join(f'<@{d}>' for d in deciders)} may decide."
+
+
 def _slack_button(text: str, action_id: str, **extra: str) -> Json:
     label = {"type": "plain_text", "text": one_line(text, SLACK_BUTTON_TEXT_MAX), "emoji": False}
     return {"type": "button", "action_id": action_id, "text": label, **extra}
@@ -180,9 +212,10 @@ def slack_actions(msg: AlertMessage) -> Json | None:
     return {"type": "actions", "block_id": SLACK_ACTIONS_BLOCK, "elements": elements}
 
 
-def slack_payload(msg: AlertMessage, buttons: bool = False) -> Json:
+def slack_payload(msg: AlertMessage, buttons: bool = False, deciders: Sequence[str] = ()) -> Json:
     """Incoming-webhook body: ``text`` (the notification fallback) and ``blocks`` of mrkdwn sections;
-    with ``buttons``, a contradiction ends with its actions block (never cut by the block limit)."""
+    with ``buttons``, a contradiction ends with who may decide (``deciders``, mentioned; none: anyone
+    in the channel) and its actions block (neither cut by the block limit)."""
     blocks: list[Json] = [
         {
             "type": "header",
@@ -194,10 +227,11 @@ def slack_payload(msg: AlertMessage, buttons: bool = False) -> Json:
             _, text, _ok = _fit([piece], _slack_mrkdwn, SLACK_SECTION_MAX, force=True)
             blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_SECTION_MAX]}})
     actions = slack_actions(msg) if buttons else None
-    room = SLACK_MAX_BLOCKS - (1 if actions else 0)
+    room = SLACK_MAX_BLOCKS - (2 if actions else 0)
     if len(blocks) > room:
         blocks = blocks[: room - 1] + [{"type": "context", "elements": [{"type": "mrkdwn", "text": "(truncated)"}]}]
     if actions:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _slack_deciders(deciders)}]})
         blocks.append(actions)
     fallback = f"{msg.title} ({msg.id})" if msg.kind == "contradiction" else msg.title
     return {"text": _slack_escape(one_line(fallback, SLACK_SECTION_MAX)), "blocks": blocks}

@@ -64,6 +64,7 @@ class Sender(ABC):
         self.channel = channel
         self.timeout_s = timeout_s
         self.buttons = buttons  # people resolve from this channel: contradiction alerts carry buttons
+        self.deciders: tuple[str, ...] = ()  # who may click them (the channel's deciders; none: anyone)
         self._url = SecretStr(url)  # shown as ********** by vars(), debuggers and pydantic dumps
         self._secrets = _secret_variants(secrets)
         parts = urlsplit(url)
@@ -148,7 +149,7 @@ class SlackSender(Sender):
         super().__init__(channel, url, _url_secrets(url), timeout_s, transport, buttons)
 
     def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
-        return slack_payload(msg, buttons=self.buttons)
+        return slack_payload(msg, buttons=self.buttons, deciders=self.deciders)
 
 
 class WebhookSender(Sender):
@@ -182,7 +183,7 @@ class TelegramSender(Sender):
         self.chat_id = chat_id
 
     def payload(self, msg: AlertMessage, idempotency_key: str) -> Json:
-        return telegram_payload(msg, self.chat_id, buttons=self.buttons)
+        return telegram_payload(msg, self.chat_id, buttons=self.buttons, deciders=self.deciders)
 
     def message_ref(self, resp: httpx.Response) -> str | None:
         """sendMessage answers ``{"ok": true, "result": {"message_id": 42, ...}}``: later replies thread to it."""
@@ -268,14 +269,18 @@ def _build_sender(
         if not ch.chat_id:
             raise ConfigError(f"config error: alerts.channels.{name} (telegram): chat_id is required")
         base = env.get(TELEGRAM_API_BASE_ENV, "").strip() or TELEGRAM_API_BASE
-        return TelegramSender(
+        sender: Sender = TelegramSender(
             name, token, ch.chat_id, timeout_s, api_base=base, transport=transport, buttons=ch.interactive
         )
-    url = _env_secret(env, name, ch.kind, ch.url_env, "url_env", "the webhook URL")
-    _check_url(name, ch.kind, str(ch.url_env), url)
-    if ch.kind == "slack":
-        return SlackSender(name, url, timeout_s, transport=transport, buttons=ch.interactive)
-    return WebhookSender(name, url, timeout_s, transport=transport)
+    else:
+        url = _env_secret(env, name, ch.kind, ch.url_env, "url_env", "the webhook URL")
+        _check_url(name, ch.kind, str(ch.url_env), url)
+        if ch.kind == "slack":
+            sender = SlackSender(name, url, timeout_s, transport=transport, buttons=ch.interactive)
+        else:
+            sender = WebhookSender(name, url, timeout_s, transport=transport)
+    sender.deciders = tuple(ch.deciders)
+    return sender
 
 
 def close_senders(senders: Mapping[str, Sender]) -> None:

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import ValidationError
+from pydantic import AwareDatetime, ValidationError
 from starlette.routing import BaseRoute
 
 from taskzilla_sleep.access import Access, Tokens
@@ -44,6 +44,7 @@ from taskzilla_sleep.api.schemas import (
     UndoRequest,
 )
 from taskzilla_sleep.archive import ReleaseReport, UndoReport
+from taskzilla_sleep.audit import ACTION_RE, AuditRecord
 from taskzilla_sleep.errors import Busy, StoreError
 from taskzilla_sleep.ingest import IngestReport
 from taskzilla_sleep.instruments import Instruments
@@ -51,14 +52,15 @@ from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSum
 from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern, PatternStatus
 from taskzilla_sleep.recall import render_prompt
 from taskzilla_sleep.service import ContradictionView, MemoryService, RunUndo
+from taskzilla_sleep.throttle import client_of
 
 T = TypeVar("T")
 Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
-READ = responses(400, 401, 403, 422, 503)
+READ = responses(400, 401, 403, 422, 429, 503)
 JSONL: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}, "description": "one JSON object a line"}
 }
-WRITE = responses(400, 401, 403, 404, 409, 413, 422, 503)
+WRITE = responses(400, 401, 403, 404, 409, 413, 422, 429, 503)
 
 
 _bearer = HTTPBearer(auto_error=False, description="an API token (its SHA-256 is in api.tokens)")
@@ -66,7 +68,7 @@ _bearer = HTTPBearer(auto_error=False, description="an API token (its SHA-256 is
 
 def _caller(request: Request, cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Access:
     tokens: Tokens = request.app.state.tokens
-    return tokens.authenticate(cred.credentials if cred else None)
+    return tokens.authenticate(cred.credentials if cred else None, client_of(request), "api")
 
 
 Caller = Annotated[Access, Depends(_caller)]
@@ -277,7 +279,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         "/export",
         operation_id="exportTeam",
         response_model=None,
-        responses=JSONL | responses(400, 401, 403, 422, 503),
+        responses=JSONL | responses(400, 401, 403, 422, 429, 503),
     )
     def export(who: Caller, team: Team = None) -> Response:
         """The team's whole memory as JSONL, the file `taskzilla-sleep import` reads (admin)."""
@@ -326,14 +328,31 @@ def create_app(deps: ApiDeps) -> FastAPI:
         "/alerts/{alert_id}/requeue",
         operation_id="requeueAlert",
         response_model=RequeueReport,
-        responses=responses(400, 401, 403, 404, 422, 503),
+        responses=responses(400, 401, 403, 404, 422, 429, 503),
     )
     def requeue_alert(who: Caller, alert_id: Annotated[str, Path(max_length=300)]) -> RequeueReport:
         """A failed alert pending again, due now, with a fresh attempt budget (admin). Idempotent:
         an alert that is not failed is left as it is (``requeued`` 0)."""
         return service.requeue_alert(who, alert_id)
 
-    @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 503))
+    @v1.get("/audit", operation_id="listAudit", response_model=list[AuditRecord], responses=READ)
+    def list_audit(
+        who: Caller,
+        team: Team = None,
+        action: Annotated[
+            str | None, Query(pattern=ACTION_RE, description="only this action (resolve, forget...)")
+        ] = None,
+        since: Annotated[
+            AwareDatetime | None, Query(description="only records at or after (ISO-8601 with offset)")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> list[AuditRecord]:
+        """Who decided what, newest first (admin; an admin of some teams sees only their records): the
+        time, the token (or chat user, or cli:NAME), its role, the action, the team and ids, and what
+        the action adds (keep, note, reason...)."""
+        return service.audit_records(who, team, action, since, limit)
+
+    @v1.get("/status", operation_id="getStatus", responses=responses(401, 403, 429, 503))
     def get_status(who: Caller) -> dict[str, Any]:
         """Store sizes, backends, schedule and the last runs (admin): of the token's teams only, every
         team's for a token of every team (``teams`` says which: null is every team)."""

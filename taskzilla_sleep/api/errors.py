@@ -51,7 +51,8 @@ DESCRIPTIONS: dict[int, str] = {
     409: "The current state refuses the request (e.g. already resolved another way).",
     413: "The body is larger than api.max_body_bytes.",
     422: "A field is invalid; details say which (for episodes: item index, field and reason). Nothing was written.",
-    429: "Busy (too many ingests in flight, or a night holds the memory lease): retry after Retry-After seconds.",
+    429: "Busy (too many ingests in flight, a night holds the memory lease, or this client failed to "
+    "authenticate too often): retry after Retry-After seconds.",
     503: "A store is unavailable.",
 }
 

@@ -4,9 +4,12 @@ answer to the chat. The HTTP layer (``routes.py``) only reads requests and sched
 A click counts only from a channel configured for it (Slack: the signing secret matched and the
 Slack channel id is the channel's ``channel_id``; Telegram: the webhook secret matched and the chat
 is the channel's ``chat_id``), and only for a contradiction of a team that channel is routed to
-(``teams``): a click in team A's channel cannot resolve team B's contradiction. The clicker is
-recorded as ``by`` (``slack:U123 (alice)``, ``telegram:42 (@bob)``). The resolution itself is the
-service's, the one path every caller takes, so the alert's answer in chat is queued there too.
+(``teams``): a click in team A's channel cannot resolve team B's contradiction. When the channel
+names ``deciders`` (Slack or Telegram user ids), only they may decide: anyone else's click is
+answered "not allowed" (ephemeral in Slack, the button's answer in Telegram), changes nothing, and
+is put on the audit trail as ``resolve_refused``. The clicker is recorded as ``by``
+(``slack:U123 (alice)``, ``telegram:42 (@bob)``). The resolution itself is the service's, the one
+path every caller takes, so the alert's answer in chat is queued there too.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from taskzilla_sleep.alerts.senders import TelegramSender, build_sender, env_sec
 from taskzilla_sleep.chatops.slack import Interaction, SignatureCheck, parse_interaction
 from taskzilla_sleep.errors import BadRequest, Conflict, DeliveryError, Forbidden, TaskzillaError, Unauthorized
 from taskzilla_sleep.models import Contradiction
-from taskzilla_sleep.service import MemoryService
+from taskzilla_sleep.service import MemoryService, audit
 from taskzilla_sleep.settings import AlertChannel
 from taskzilla_sleep.text import one_line
 
@@ -35,6 +38,10 @@ log = structlog.get_logger(__name__)
 
 CALLBACK_TEXT_MAX = 200  # answerCallbackQuery text
 BY_MAX = 120
+
+
+class NotADecider(Forbidden):
+    """The clicker is in the channel but not among its ``deciders``: told so, nothing changes."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ class ChatOps:
         self.service = service
         self.slack = list(slack)
         self.telegram = list(telegram)
-        self.check = SignatureCheck()
+        self.check = SignatureCheck(service.graph)  # the replay memory is shared by every replica
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False, transport=transport)
 
     @classmethod
@@ -116,13 +123,22 @@ class ChatOps:
             t.bot.close()
 
     # -- deciding -----------------------------------------------------------------------------
-    def _resolve(self, by: str, channels: Sequence[AlertChannel], cid: str, click: Click, where: str) -> Contradiction:
+    def _resolve(
+        self, by: str, user: str, channels: Sequence[AlertChannel], cid: str, click: Click, where: str
+    ) -> Contradiction:
         c = self.service.graph.get_contradiction(cid)  # NotFound when there is none
-        if not any(ch.routes(c.team) for ch in channels):
+        routed = [ch for ch in channels if ch.routes(c.team)]
+        if not routed:
             raise Forbidden(f"{where} is not routed to team {c.team!r}: a click there cannot resolve {cid}")
         every = any("*" in ch.teams for ch in channels)
         teams = None if every else frozenset(t for ch in channels for t in ch.teams)
         access = Access(name=one_line(by, BY_MAX), teams=teams, role="write")
+        if not any(not ch.deciders or user in ch.deciders for ch in routed):
+            deciders = sorted({d for ch in routed for d in ch.deciders})
+            audit(access, "resolve_refused", c.team, [cid], keep=click.keep, where=where, why="not a decider")
+            log.info("chat_click_refused", where=where, contradiction_id=cid, error="not a decider")
+            names = ", ".join(f"<@{d}>" if routed[0].kind == "slack" else d for d in deciders)
+            raise NotADecider(f"only {names} may decide on {cid} from here; nothing was changed")
         done = self.service.resolve(access, cid, click.keep, None)
         log.info("chat_resolved", contradiction_id=cid, keep=click.keep, by=access.name, where=where)
         return done
@@ -143,9 +159,11 @@ class ChatOps:
         if not here:
             raise Forbidden(f"Slack channel {act.channel_id} is not a configured alert channel (channel_id)")
         try:
-            done = self._resolve(act.by, here, act.click.ref, act.click, f"Slack channel {act.channel_id}")
+            done = self._resolve(act.by, act.user_id, here, act.click.ref, act.click, f"Slack channel {act.channel_id}")
         except Conflict as exc:
             return act, None, f"Not changed: {exc}"
+        except NotADecider as exc:
+            return act, None, f"Not allowed: {exc}"
         return act, done, None
 
     def telegram_channels(self, secret: str | None) -> list[TelegramChannel]:
@@ -181,7 +199,10 @@ class ChatOps:
                 cid = next((i for t in here if (i := outbox.alerted_contradiction(t.name, click.ref))), "")
                 if not cid:
                     raise BadRequest("this button's contradiction is not one this chat was alerted about")
-            done = self._resolve(by, [t.config for t in here], cid, click, f"Telegram chat {chat_id}")
+            user_id = str(user.get("id", ""))
+            done = self._resolve(by, user_id, [t.config for t in here], cid, click, f"Telegram chat {chat_id}")
+        except NotADecider as exc:
+            return Callback(bot, query_id, chat_id, message_id, f"Not allowed: {exc}", resolved=False)
         except TaskzillaError as exc:  # refused, unknown, decided otherwise already, a store error
             log.info("chat_click_refused", where=f"Telegram chat {chat_id}", error=str(exc)[:200])
             return Callback(bot, query_id, chat_id, message_id, f"Not resolved: {exc}", resolved=False)

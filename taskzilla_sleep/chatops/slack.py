@@ -2,8 +2,9 @@
 
 Slack signs every request with the app's signing secret: ``X-Slack-Signature`` is ``v0=`` + the
 hex HMAC-SHA256 of ``v0:{X-Slack-Request-Timestamp}:{raw body}``. A request is taken only when the
-signature matches (compared in constant time), its timestamp is within five minutes of our clock,
-and the same signature was not seen before in that window (a replayed request is refused).
+timestamp is a Unix time (digits only) within five minutes of our clock, the signature matches
+(compared in constant time), and the same signature was not seen before in that window by any
+replica (the graph store remembers it): a replayed request is refused wherever it lands.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import threading
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,9 +21,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from taskzilla_sleep.alerts.actions import Click, parse_slack_action
 from taskzilla_sleep.errors import BadRequest, Unauthorized
+from taskzilla_sleep.stores.ports import SessionStore
 
 WINDOW_S = 300  # Slack's advice: refuse a request more than five minutes away from now
 VERSION = "v0"
+UNIX_TIME = re.compile(r"[0-9]{1,12}")  # ASCII digits: int() would take " 12", "1_2", "١٢" or 400 digits
 
 
 def signature(secret: bytes, timestamp: str, body: bytes) -> str:
@@ -32,23 +35,22 @@ def signature(secret: bytes, timestamp: str, body: bytes) -> str:
 
 
 class SignatureCheck:
-    """Verifies requests against one or more signing secrets; remembers the signatures it took."""
+    """Verifies requests against one or more signing secrets; the signatures it took are remembered in
+    the graph store (``remember_request``) until their timestamp is stale anyway."""
 
-    def __init__(self, window_s: float = WINDOW_S, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, seen: SessionStore, window_s: float = WINDOW_S, clock: Callable[[], float] = time.time) -> None:
+        self.seen = seen
         self.window_s = window_s
         self.clock = clock
-        self._seen: dict[str, float] = {}  # signature -> when it stops being acceptable anyway
-        self._lock = threading.Lock()
 
     def verify(self, secrets: Sequence[bytes], timestamp: str | None, sig: str | None, body: bytes) -> list[int]:
         """The indexes of ``secrets`` that signed ``body``; Unauthorized (nothing remembered) when none
         did, the timestamp is missing or stale, or the signature was already used."""
         if not timestamp or not sig:
             raise Unauthorized("missing X-Slack-Request-Timestamp or X-Slack-Signature")
-        try:
-            ts = int(timestamp)
-        except ValueError:
-            raise Unauthorized("X-Slack-Request-Timestamp is not a Unix time") from None
+        if not UNIX_TIME.fullmatch(timestamp):
+            raise Unauthorized("X-Slack-Request-Timestamp is not a Unix time")
+        ts = int(timestamp)
         now = self.clock()
         if abs(now - ts) > self.window_s:
             raise Unauthorized(f"the request timestamp is more than {self.window_s:g} s from now (stale or replayed)")
@@ -56,11 +58,9 @@ class SignatureCheck:
         matched = [i for i, s in enumerate(secrets) if hmac.compare_digest(signature(s, timestamp, body), sig)]
         if not matched:
             raise Unauthorized("the Slack signature does not match (check the signing secret)")
-        with self._lock:
-            self._seen = {k: until for k, until in self._seen.items() if until > now}
-            if sig in self._seen:
-                raise Unauthorized("this signed request was already received (replayed)")
-            self._seen[sig] = ts + self.window_s + 1
+        key = "slack:" + hashlib.sha256(sig.encode("utf-8")).hexdigest()
+        if not self.seen.remember_request(key, int(now * 1000), int((ts + self.window_s + 1) * 1000)):
+            raise Unauthorized("this signed request was already received (replayed)")
         return matched
 
 

@@ -4,6 +4,7 @@ access checks and audit as ``/v1``; a page of a logged-out browser sends it to t
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -17,13 +18,15 @@ from starlette.concurrency import run_in_threadpool
 
 from taskzilla_sleep.access import Access, Tokens
 from taskzilla_sleep.api.schemas import ForgetRequest, PinRequest, ReleaseRequest, ResolveRequest, UndoRequest
+from taskzilla_sleep.audit import ACTION_RE, ACTIONS
 from taskzilla_sleep.console import web
-from taskzilla_sleep.console.sessions import COOKIE, LOGIN_COOKIE, Session
+from taskzilla_sleep.console.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions
 from taskzilla_sleep.console.web import PREFIX, Console, error_page, failure, invalid, page, redirect, to_login
-from taskzilla_sleep.errors import BadRequest, InputError, TaskzillaError, Unauthorized
+from taskzilla_sleep.errors import BadRequest, Busy, InputError, TaskzillaError, Unauthorized
 from taskzilla_sleep.memory_admin import PatternDetail, PatternSummary
 from taskzilla_sleep.models import PatternKind, PatternStatus
 from taskzilla_sleep.service import ContradictionView, MemoryService
+from taskzilla_sleep.throttle import client_of
 
 log = structlog.get_logger(__name__)
 
@@ -32,6 +35,7 @@ SCAN = 500  # patterns read per service call (the /v1 maximum) while filtering
 MAX_SCAN = 20_000
 EXAMPLES = 3  # messages shown per belief in the queue
 ALERT_FILTERS = ("failed", "pending", "sent", "dropped")
+AUDIT_PAGE = 200  # records on the audit page
 Done = tuple[str, str | None]  # a form action's notice, and where to go then (None: back where it came from)
 Action = Callable[[], Done]  # the service call a valid form makes (run off the event loop)
 
@@ -55,7 +59,7 @@ def console_router(
     status: Callable[[frozenset[str] | None], dict[str, Any]],
     console: Console | None = None,
 ) -> APIRouter:
-    con = console or Console()
+    con = console or Console(Sessions(service.graph))
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
     def team_of(s: Session, request: Request) -> tuple[str | None, list[str]]:
@@ -85,7 +89,7 @@ def console_router(
     @router.get("/login")
     def login_form(request: Request) -> Response:
         nxt = web.safe_next(request.query_params.get("next"))
-        if con.session(request) is not None:
+        if con.sessions.get(request.cookies.get(COOKIE), take_notices=False) is not None:
             return redirect(nxt)
         nonce, fresh = web.login_nonce(request)
         res = web.html("login.html", who=None, csrf=nonce, notices=[], path=request.url.path, next=nxt, error=None)
@@ -103,14 +107,15 @@ def console_router(
             return error_page(
                 request, None, 403, "the login form expired or came from elsewhere: reload it", "/ui/login"
             )
+        ctx: dict[str, Any] = {"who": None, "csrf": nonce, "notices": [], "path": request.url.path, "next": nxt}
         try:
-            access = tokens.authenticate(_text(form.get("token")) or None)
+            access = tokens.authenticate(_text(form.get("token")) or None, client_of(request), "console")
         except Unauthorized as exc:
             log.info("console_login_refused", reason=str(exc))
-            return web.html(
-                "login.html", 401, who=None, csrf=nonce, notices=[], path=request.url.path, next=nxt, error=str(exc)
-            )
-        s = con.sessions.start(access)
+            return web.html("login.html", 401, error=str(exc), **ctx)
+        except Busy as exc:  # this browser's address failed too often: it waits (throttle.py)
+            return web.html("login.html", 429, headers={"Retry-After": str(exc.retry_after_s)}, error=str(exc), **ctx)
+        s = await run_in_threadpool(con.sessions.start, access)
         log.info("console_login", who=access.name, role=access.role)
         res = redirect(nxt)
         web.set_session_cookie(res, request, s)
@@ -119,10 +124,10 @@ def console_router(
 
     @router.post("/logout")
     async def logout(request: Request) -> Response:
-        s, refused = con.posted(request, await request.form())
+        s, refused = await run_in_threadpool(con.posted, request, await request.form())
         if s is None:
             return refused or to_login(request)
-        con.sessions.end(s.id)
+        await run_in_threadpool(con.sessions.end, s.id)
         log.info("console_logout", who=s.access.name)
         res = redirect(f"{PREFIX}/login")
         res.delete_cookie(COOKIE, path=PREFIX)
@@ -152,7 +157,7 @@ def console_router(
         invalid form: the 422 page, nothing written), run off the event loop; then back with its notice,
         or with the error it raised."""
         form = await request.form()
-        s, refused = con.posted(request, form)
+        s, refused = await run_in_threadpool(con.posted, request, form)
         if s is None:
             return refused or to_login(request)
         where = back(form)
@@ -164,7 +169,7 @@ def console_router(
             notice, then = await run_in_threadpool(call)
         except TaskzillaError as exc:
             return failure(request, s, exc, where)
-        s.notice("ok", notice)
+        await run_in_threadpool(con.sessions.notice, s, "ok", notice)
         return redirect(then or where)
 
     @router.post("/contradictions/{cid}/resolve")
@@ -351,6 +356,32 @@ def console_router(
             return lambda: (f"requeued {service.requeue_alert(s.access, key).requeued} alert(s): {key}", None)
 
         return await act(request, lambda form: _back(form, "/ui/alerts"), work)
+
+    @router.get("/audit")
+    def audit_page(request: Request) -> Response:
+        s = con.session(request)
+        if s is None:
+            return to_login(request)
+        q = request.query_params
+        team, action = q.get("team") or None, q.get("action") or None
+        try:
+            if action is not None and not re.fullmatch(ACTION_RE, action):
+                raise InputError(f"action must be an action name (e.g. resolve, forget), not {action[:50]!r}")
+            records = service.audit_records(s.access, team, action, None, AUDIT_PAGE)
+            teams = service.teams(s.access)
+        except TaskzillaError as exc:
+            return failure(request, s, exc)
+        return page(
+            request,
+            s,
+            "audit.html",
+            records=records,
+            teams=teams,
+            team=team or "",
+            action=action or "",
+            actions=ACTIONS,
+            limit=AUDIT_PAGE,
+        )
 
     @router.get("/status")
     def status_page(request: Request) -> Response:

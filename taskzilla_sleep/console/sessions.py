@@ -1,26 +1,37 @@
-"""Console sessions: a random id in an HttpOnly cookie, the caller's Access kept in the worker's memory.
+"""Console sessions: a random id in an HttpOnly cookie, the caller's Access kept in the graph store.
 
 The cookie never holds the API token, nor anything derived from it: a session id is 256 random
-bits, and the server maps it to the :class:`~taskzilla_sleep.access.Access` the token gave at login
-(name, teams, role), its CSRF token and a one-shot notice. Sessions end at logout, after
-``IDLE_S`` without a request, or when the worker restarts (people log in again).
+bits, and the store maps its SHA-256 (never the id itself: a copy of the graph logs nobody in) to
+the :class:`~taskzilla_sleep.access.Access` the token gave at login (name, teams, role), its CSRF
+token and one-shot notices. Every replica reads the same store, so a load balancer needs no sticky
+sessions. Sessions end at logout or after ``IDLE_S`` without a request; a restart keeps them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
-from taskzilla_sleep.access import Access
+from taskzilla_sleep.access import EVERY_TEAM, Access, Role
+from taskzilla_sleep.stores.ports import SessionRecord, SessionStore
 
 COOKIE = "tz_console"
 LOGIN_COOKIE = "tz_console_login"  # the login form's own CSRF value (no session yet)
 IDLE_S = 8 * 3600
 MAX_SESSIONS = 1000
+NOTICES_KEPT = 5
+NOTICE_KINDS = ("ok", "error")
+ROLES = ("read", "write", "admin")
+
+
+def session_key(sid: str) -> str:
+    """What the store knows a session by: the SHA-256 of the cookie's value."""
+    return hashlib.sha256(sid.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -31,11 +42,12 @@ class Session:
     last_seen: float
     notices: list[tuple[str, str]] = field(default_factory=list)  # (kind: ok|error, text), shown once
 
+    @property
+    def key(self) -> str:
+        return session_key(self.id)
+
     def csrf_ok(self, sent: str | None) -> bool:
         return bool(sent) and hmac.compare_digest(self.csrf.encode(), (sent or "").encode())
-
-    def notice(self, kind: str, text: str) -> None:
-        self.notices = [*self.notices, (kind, text)][-5:]
 
     def take_notices(self) -> list[tuple[str, str]]:
         out, self.notices = self.notices, []
@@ -43,46 +55,48 @@ class Session:
 
 
 class Sessions:
-    """Live sessions by id; thread-safe (routes run in the threadpool)."""
+    """Live sessions, in the graph store (shared by replicas); ``clock`` is the wall clock in seconds."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, idle_s: float = IDLE_S) -> None:
-        self._by_id: dict[str, Session] = {}
-        self._lock = threading.Lock()
+    def __init__(self, store: SessionStore, clock: Callable[[], float] = time.time, idle_s: float = IDLE_S) -> None:
+        self._store = store
         self._clock = clock
         self._idle_s = idle_s
 
     def start(self, access: Access) -> Session:
         now = self._clock()
         s = Session(id=secrets.token_urlsafe(32), access=access, csrf=secrets.token_urlsafe(32), last_seen=now)
-        with self._lock:
-            self._expire(now)
-            if len(self._by_id) >= MAX_SESSIONS:  # the least recently used makes room
-                oldest = min(self._by_id.values(), key=lambda x: x.last_seen)
-                del self._by_id[oldest.id]
-            self._by_id[s.id] = s
+        teams = EVERY_TEAM if access.teams is None else ",".join(sorted(access.teams))
+        ms = int(now * 1000)
+        record = SessionRecord(s.key, access.name, teams, access.role, s.csrf, ms, ms)
+        self._store.start_session(record, idle_before_ms=self._idle_before(now), keep=MAX_SESSIONS - 1)
         return s
 
-    def get(self, sid: str | None) -> Session | None:
-        if not sid:
+    def get(self, sid: str | None, take_notices: bool = True) -> Session | None:
+        """The live session of cookie value ``sid``, kept alive; its notices come with it (and are then
+        gone from the store) when ``take_notices``: a page shows them once."""
+        if not sid or len(sid) > 200:
             return None
         now = self._clock()
-        with self._lock:
-            s = self._by_id.get(sid)
-            if s is None:
-                return None
-            if now - s.last_seen > self._idle_s:
-                del self._by_id[sid]
-                return None
-            s.last_seen = now
-            return s
+        r = self._store.touch_session(session_key(sid), int(now * 1000), self._idle_before(now), take_notices)
+        if r is None or r.role not in ROLES:
+            return None
+        teams = None if r.teams == EVERY_TEAM else frozenset(t for t in r.teams.split(",") if t)
+        access = Access(name=r.name, teams=teams, role=cast(Role, r.role))
+        notices = [_notice(n) for n in r.notices] if take_notices else []
+        return Session(id=sid, access=access, csrf=r.csrf, last_seen=r.last_seen_ms / 1000, notices=notices)
+
+    def notice(self, s: Session, kind: str, text: str) -> None:
+        """A message for the next page this session sees (whichever replica serves it)."""
+        self._store.add_session_notice(s.key, f"{kind}:{text}", NOTICES_KEPT)
 
     def end(self, sid: str | None) -> None:
-        with self._lock:
-            self._by_id.pop(sid or "", None)
+        if sid:
+            self._store.end_session(session_key(sid))
 
-    def __len__(self) -> int:
-        return len(self._by_id)
+    def _idle_before(self, now: float) -> int:
+        return int((now - self._idle_s) * 1000)
 
-    def _expire(self, now: float) -> None:
-        for sid in [k for k, s in self._by_id.items() if now - s.last_seen > self._idle_s]:
-            del self._by_id[sid]
+
+def _notice(raw: str) -> tuple[str, str]:
+    kind, _, text = raw.partition(":")
+    return (kind, text) if kind in NOTICE_KINDS else ("ok", raw)

@@ -41,6 +41,7 @@ NAV: list[tuple[str, str, str]] = [
     ("/ui/facts", "Pinned facts", "read"),
     ("/ui/nights", "Nights", "admin"),
     ("/ui/alerts", "Alerts", "admin"),
+    ("/ui/audit", "Audit", "admin"),
     ("/ui/status", "Status", "admin"),
 ]
 _RANK = {"read": 0, "write": 1, "admin": 2}
@@ -148,17 +149,20 @@ def set_login_cookie(response: Response, request: Request, nonce: str) -> None:
 
 
 class Console:
-    """The console's state: the sessions and how a request finds its own."""
+    """The console's state: the sessions (in the graph store) and how a request finds its own. The
+    store is read and written on every request: call these off the event loop."""
 
-    def __init__(self, sessions: Sessions | None = None) -> None:
-        self.sessions = sessions or Sessions()
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
 
     def session(self, request: Request) -> Session | None:
+        """The session of a page request, with the notices it is to show."""
         return self.sessions.get(request.cookies.get(COOKIE))
 
     def posted(self, request: Request, form: Mapping[str, Any]) -> tuple[Session | None, Response | None]:
-        """The session of a POST with its CSRF token checked: (session, None), or (None, the answer)."""
-        s = self.session(request)
+        """The session of a POST with its CSRF token checked: (session, None), or (None, the answer).
+        Its notices stay for the page the POST redirects to."""
+        s = self.sessions.get(request.cookies.get(COOKIE), take_notices=False)
         if s is None:
             return None, to_login(request)
         sent = form.get("csrf")

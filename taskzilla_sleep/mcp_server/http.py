@@ -22,7 +22,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskzilla_sleep.access import Tokens
-from taskzilla_sleep.errors import Unauthorized
+from taskzilla_sleep.errors import Busy, Unauthorized
 from taskzilla_sleep.mcp_server.tools import ACCESS_KEY
 
 MCP_PATH = "/mcp"
@@ -39,12 +39,20 @@ class BearerGate:
         if scope["type"] != "http":  # lifespan: the session manager's start and stop
             await self.app(scope, receive, send)
             return
+        client = scope.get("client")
         try:
-            access = self.tokens.authorization(Headers(scope=scope).get("authorization"))
+            access = self.tokens.authorization(
+                Headers(scope=scope).get("authorization"), client[0] if client else "unknown", "mcp"
+            )
         except Unauthorized as exc:
             body = {"error": {"code": "unauthorized", "message": str(exc), "details": None}}
             headers = {"WWW-Authenticate": 'Bearer realm="taskzilla-sleep"'}
             await JSONResponse(body, status_code=401, headers=headers)(scope, receive, send)
+            return
+        except Busy as exc:  # this client failed too often: it waits (throttle.py)
+            body = {"error": {"code": "busy", "message": str(exc), "details": None}}
+            headers = {"Retry-After": str(exc.retry_after_s)}
+            await JSONResponse(body, status_code=429, headers=headers)(scope, receive, send)
             return
         await self.app({**scope, ACCESS_KEY: access}, receive, send)
 

@@ -280,6 +280,13 @@ class ApiSettings(_Section):
         return v
 
 
+# A decider's id by channel kind: what a click carries (Slack's user.id, Telegram's from.id).
+_DECIDER = {
+    "slack": (r"[UW][A-Z0-9]{2,30}", "e.g. U0123ABCD, from the person's Slack profile: Copy member ID"),
+    "telegram": (r"[1-9][0-9]{0,19}", "a number, e.g. 123456789"),
+}
+
+
 class AlertChannel(_Section):
     """One chat destination. URLs and tokens come from the environment variables named here."""
 
@@ -295,6 +302,9 @@ class AlertChannel(_Section):
     signing_secret_env: str | None = None
     channel_id: str | None = None
     webhook_secret_env: str | None = None
+    # Who may decide from this channel: Slack user ids (U0123ABCD) or Telegram user ids (42). Empty:
+    # anyone in the channel. A click by anyone else is answered "not allowed" and changes nothing.
+    deciders: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _interactivity(self) -> AlertChannel:
@@ -304,6 +314,15 @@ class AlertChannel(_Section):
             raise ValueError("webhook_secret_env is for telegram channels (slack: signing_secret_env)")
         if self.signing_secret_env and not self.channel_id:
             raise ValueError("channel_id (the Slack channel id, e.g. C0123ABCD) is required with signing_secret_env")
+        if self.deciders and not self.interactive:
+            raise ValueError(
+                "deciders is for channels people resolve from: set signing_secret_env (slack) or "
+                "webhook_secret_env (telegram)"
+            )
+        pattern, example = _DECIDER.get(self.kind, (r"", ""))
+        for d in self.deciders:
+            if not re.fullmatch(pattern, d):
+                raise ValueError(f"deciders: {d[:40]!r} is not a {self.kind} user id ({example})")
         return self
 
     @property

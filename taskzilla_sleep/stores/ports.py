@@ -51,6 +51,7 @@ from taskzilla_sleep.stores.records import (
     Poisoned,
     PoisonKind,
     Retirement,
+    SessionRecord,
     StoredEpisode,
     VectorBackend,
     VectorHealth,
@@ -355,6 +356,32 @@ class LeaseStore(Protocol):
     def lease_state(self, name: str) -> LeaseState | None: ...
 
 
+class SessionStore(Protocol):
+    """Console sessions and the chat requests already taken: in the graph, so every replica sees them."""
+
+    def start_session(self, session: SessionRecord, idle_before_ms: int, keep: int) -> None:
+        """Store ``session``; first remove the sessions last seen before ``idle_before_ms`` and the least
+        recently seen beyond ``keep`` (two writes: the purge, then the new session)."""
+        ...
+
+    def touch_session(self, key: str, now_ms: int, idle_before_ms: int, take_notices: bool) -> SessionRecord | None:
+        """Session ``key``, now last seen at ``now_ms``, with the notices it held (emptied in the store when
+        ``take_notices``); None when there is none or it was last seen before ``idle_before_ms``."""
+        ...
+
+    def add_session_notice(self, key: str, notice: str, keep: int) -> None:
+        """Append ``notice`` to the session's notices, keeping the last ``keep``; no session: nothing."""
+        ...
+
+    def end_session(self, key: str) -> None: ...
+
+    def remember_request(self, key: str, now_ms: int, until_ms: int) -> bool:
+        """True the first time ``key`` is seen (or when it was remembered only until before ``now_ms``):
+        it is remembered until ``until_ms``. False for a replay. Atomic across replicas; what is no longer
+        remembered is removed as it goes (a second write)."""
+        ...
+
+
 class AdminStore(Protocol):
     backend: GraphBackend
 
@@ -416,6 +443,7 @@ class GraphStore(
     OutboxStore,
     LeaseStore,
     ArchiveStore,
+    SessionStore,
     AdminStore,
     Protocol,
 ):
@@ -462,6 +490,8 @@ __all__ = [
     "PoisonKind",
     "Poisoned",
     "Retirement",
+    "SessionRecord",
+    "SessionStore",
     "RunLedger",
     "StoredEpisode",
     "VectorBackend",

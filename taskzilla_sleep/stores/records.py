@@ -229,6 +229,21 @@ class LeaseState:
     pid: int | None = None
 
 
+@dataclass(frozen=True)
+class SessionRecord:
+    """A console session as the graph keeps it (shared by replicas): never the cookie's value itself,
+    only its SHA-256 (``key``); the caller's name, teams ("*": every team) and role at login."""
+
+    key: str
+    name: str
+    teams: str  # comma-separated team names, or "*"
+    role: str
+    csrf: str
+    created_ms: int  # wall clock
+    last_seen_ms: int
+    notices: tuple[str, ...] = ()  # one-shot messages for the next page, oldest first
+
+
 class AlertRecord(BaseModel):
     """One queued chat message for one channel, as the outbox stores it. Never deleted."""
 

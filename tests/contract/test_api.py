@@ -253,6 +253,38 @@ def test_every_write_is_audited_with_who_what_and_which_ids(services: Services) 
     assert WRITER not in json.dumps(logs)  # the token itself is never logged
 
 
+def test_the_audit_trail_is_for_admins_each_seeing_their_teams(services: Services) -> None:
+    admins = {
+        token_hash("tz-admin-all"): {"name": "ops-lead", "teams": ["*"], "role": "admin"},
+        token_hash("tz-admin-ops"): {"name": "ops-admin", "teams": ["ops"], "role": "admin"},
+    }
+    c = client(services, tokens=GRANTS | admins)
+    assert c.post("/v1/episodes", json=body(ep(1)), headers=bearer(WRITER)).status_code == 200
+    assert (
+        c.post("/v1/facts", json={"text": "ops deploys on Mondays", "team": "ops"}, headers=bearer(OTHER)).status_code
+        == 200
+    )
+    everyone = c.get("/v1/audit", headers=bearer("tz-admin-all"))
+    assert everyone.status_code == 200, everyone.text
+    assert [(r["who"], r["role"], r["action"], r["team"]) for r in everyone.json()] == [
+        ("ops-bot", "write", "pin", "ops"),
+        ("support-bot", "write", "ingest", "platform"),
+    ]
+    assert everyone.json()[1]["ids"][0].startswith("ep_") and everyone.json()[1]["present"] == 0
+    ops = c.get("/v1/audit", headers=bearer("tz-admin-ops")).json()
+    assert [r["action"] for r in ops] == ["pin"]
+    assert c.get("/v1/audit", params={"team": "platform"}, headers=bearer("tz-admin-ops")).status_code == 403
+    assert c.get("/v1/audit", headers=bearer(WRITER)).status_code == 403
+    one = c.get("/v1/audit", params={"action": "ingest", "limit": 1}, headers=bearer("tz-admin-all")).json()
+    assert [r["action"] for r in one] == ["ingest"]
+    later = c.get("/v1/audit", params={"since": "2999-01-01T00:00:00+00:00"}, headers=bearer("tz-admin-all"))
+    assert later.json() == []
+    for bad in ({"since": "2026-12-01T09:00:00"}, {"limit": 0}, {"action": "DROP TABLE"}):
+        r = c.get("/v1/audit", params=bad, headers=bearer("tz-admin-all"))
+        assert r.status_code == 422, (bad, r.text)
+    assert "tz-admin-all" not in (services.settings.data_dir / "audit.jsonl").read_text()
+
+
 def test_recall_with_a_team_that_cannot_exist_is_422(services: Services) -> None:
     c = client(services)
     for team in ("a b", "../x", "é", "x" * 49):

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from taskzilla_sleep.access import OPEN
 from taskzilla_sleep.app import build
 from taskzilla_sleep.models import Contradiction, ContradictionKind, ContradictionStatus
 from taskzilla_sleep.scheduler import ScaledClock
@@ -99,7 +100,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     }
     slack = {"kind": "slack", "signing_secret_env": "SLACK_SIGNING"}
     channels = {
-        "platform-slack": slack | {"url_env": "SLACK_PLATFORM_URL", "channel_id": "CPLAT", "teams": ["platform"]},
+        "platform-slack": slack
+        | {"url_env": "SLACK_PLATFORM_URL", "channel_id": "CPLAT", "teams": ["platform"], "deciders": ["U042", "U777"]},
         "infra-slack": slack | {"url_env": "SLACK_INFRA_URL", "channel_id": "CINFRA", "teams": ["infra"]},
         "platform-tg": {
             "kind": "telegram",
@@ -107,6 +109,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             "chat_id": "-1001",
             "webhook_secret_env": "TG_SECRET",
             "teams": ["platform"],
+            "deciders": ["42"],
         },
         "hook": {"kind": "webhook", "url_env": "HOOK_URL"},
     }
@@ -130,11 +133,17 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 def slack_click(
-    cid: str, keep: str, *, channel: str = "CPLAT", response: str, blocks: list[Any] | None = None
+    cid: str,
+    keep: str,
+    *,
+    channel: str = "CPLAT",
+    response: str,
+    blocks: list[Any] | None = None,
+    user: str = "U042",
 ) -> bytes:
     payload = {
         "type": "block_actions",
-        "user": {"id": "U042", "username": "alice", "team_id": "T1"},
+        "user": {"id": user, "username": "alice" if user == "U042" else "mallory", "team_id": "T1"},
         "channel": {"id": channel, "name": "platform"},
         "actions": [{"type": "button", "action_id": f"tz_keep_{keep}", "block_id": "tz_resolve", "value": cid}],
         "response_url": response,
@@ -232,13 +241,13 @@ def test_a_click_from_a_channel_not_routed_to_the_contradictions_team_is_refused
         assert live.status(c.id).status is ContradictionStatus.OPEN
 
 
-def tg_update(cid: str, keep: str, chat: int = -1001) -> bytes:
+def tg_update(cid: str, keep: str, chat: int = -1001, user: int = 42) -> bytes:
     return json.dumps(
         {
             "update_id": 1,
             "callback_query": {
                 "id": "cbq-1",
-                "from": {"id": 42, "is_bot": False, "first_name": "Bob", "username": "bob"},
+                "from": {"id": user, "is_bot": False, "first_name": "Bob", "username": "bob"},
                 "message": {"message_id": 777, "chat": {"id": chat, "type": "supergroup"}},
                 "chat_instance": "x",
                 "data": f"tz:{keep}:{cid}",
@@ -283,3 +292,57 @@ def test_an_api_resolve_answers_the_delivered_alert_too(live: Live) -> None:
     answers = [r.json() for r in live.rx.requests[before:] if c.id in r.body.decode()]
     assert len(answers) == 3  # platform Slack, platform Telegram, the every-team webhook
     assert all("resolved by anonymous: kept old (checked with Martin)" in json.dumps(a) for a in answers)
+
+
+def test_a_slack_timestamp_of_400_digits_is_a_401_not_a_500(live: Live) -> None:
+    c = live.contradiction("hugets")
+    body = slack_click(c.id, "new", response=live.rx.url("/slack/response/huge"))
+    for stamp in ("1" * 400, "9" * 4000, "+1700000000", "1_700_000_000"):
+        status, err = live.post("/chat/slack/interactions", body, signed(body) | {"X-Slack-Request-Timestamp": stamp})
+        assert status == 401, (stamp[:20], err)
+        assert "not a Unix time" in err["error"]["message"]
+    assert live.status(c.id).status is ContradictionStatus.OPEN
+
+
+def test_each_alert_says_who_may_decide(live: Live) -> None:
+    plat = live.contradiction("whodecides")
+    infra = live.contradiction("whodecides-infra", team="infra")
+    live.deliver()
+    (alert,) = [r.json() for r in live.rx.received("/slack/platform-hook") if plat.id in json.dumps(r.json())]
+    assert alert["blocks"][-2] == {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": "Only <@U042>, <@U777> may decide."}],
+    }
+    (other,) = [r.json() for r in live.rx.received("/slack/infra-hook") if infra.id in json.dumps(r.json())]
+    assert other["blocks"][-2]["elements"][0]["text"] == "Anyone in this channel may decide."
+    (tg,) = [r.json() for r in live.rx.received("/tg/") if f"tz:new:{plat.id}" in json.dumps(r.json())]
+    assert tg["text"].endswith('<i>Only <a href="tg://user?id=42">user 42</a> may decide.</i>')
+
+
+def test_a_click_by_someone_not_among_the_deciders_is_not_allowed_and_changes_nothing(live: Live) -> None:
+    c = live.contradiction("notadecider")
+    body = slack_click(c.id, "new", response=live.rx.url("/slack/response/mallory"), user="U999")
+    status, _ = live.post("/chat/slack/interactions", body, signed(body))
+    assert status == 200  # Slack shows the person our answer, not an HTTP error
+    (told,) = live.wait_for("/slack/response/mallory")
+    assert told.json() == {
+        "response_type": "ephemeral",
+        "replace_original": False,
+        "text": f"Not allowed: only <@U042>, <@U777> may decide on {c.id} from here; nothing was changed",
+    }
+    assert live.status(c.id).status is ContradictionStatus.OPEN
+
+    headers = {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TG_SECRET}
+    answers = f"/tg/bot{TG_TOKEN}/answerCallbackQuery"
+    seen = len(live.rx.received(answers))
+    status, answer = live.post("/chat/telegram/webhook", tg_update(c.id, "old", user=43), headers)
+    assert (status, answer["resolved"]) == (200, False)
+    call = live.wait_for(answers, seen + 1)[-1].json()
+    assert call["text"].startswith(f"Not allowed: only 42 may decide on {c.id}") and call["show_alert"]
+    assert live.status(c.id).status is ContradictionStatus.OPEN
+    refused = [r for r in live.worker.memory.audit_records(OPEN, "platform", "resolve_refused") if c.id in r.ids]
+    assert sorted(r.who for r in refused) == ["slack:U999 (mallory)", "telegram:43 (@bob)"]
+
+    body = slack_click(c.id, "old", response=live.rx.url("/slack/response/alice"))  # a decider: done
+    assert live.post("/chat/slack/interactions", body, signed(body))[0] == 200
+    assert (live.status(c.id).resolution, live.status(c.id).resolved_by) == ("old", "slack:U042 (alice)")

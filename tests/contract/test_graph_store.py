@@ -10,6 +10,7 @@ backends disagree, FalkorDB and Neo4j define the behaviour and the fake follows 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -49,6 +50,7 @@ from taskzilla_sleep.stores.ports import (
     PatternUpdate,
     Poisoned,
     Retirement,
+    SessionRecord,
 )
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -1569,6 +1571,83 @@ def test_a_lease_is_released_only_by_its_holder(graph_store: GraphStore) -> None
     assert graph_store.try_lease("night", HOLDER_B, 1_001, 500, None)
     graph_store.release_lease("never-taken", "worker-a")
     assert graph_store.lease_state("never-taken") is None
+
+
+# == console sessions and the chat requests already taken =========================================
+
+
+def session(key: str, seen_ms: int, **over: object) -> SessionRecord:
+    base: dict[str, object] = {
+        "key": key,
+        "name": "dana",
+        "teams": "platform,ops",
+        "role": "write",
+        "csrf": f"csrf-{key}",
+        "created_ms": seen_ms,
+        "last_seen_ms": seen_ms,
+    }
+    return SessionRecord(**(base | over))  # type: ignore[arg-type]
+
+
+def test_a_session_is_read_by_its_key_kept_alive_and_ended(graph_store: GraphStore) -> None:
+    graph_store.start_session(session("k1", 1_000, teams="*", name=NASTY), idle_before_ms=0, keep=10)
+    assert graph_store.touch_session("nope", 2_000, 0, take_notices=True) is None
+    got = graph_store.touch_session("k1", 2_000, idle_before_ms=1_000, take_notices=True)
+    assert got == session("k1", 1_000, teams="*", name=NASTY, last_seen_ms=2_000)
+    assert graph_store.touch_session("k1", 3_000, idle_before_ms=2_500, take_notices=False) is None  # idle
+    assert graph_store.touch_session("k1", 3_000, idle_before_ms=2_000, take_notices=False) is not None
+    graph_store.end_session("k1")
+    graph_store.end_session("k1")
+    assert graph_store.touch_session("k1", 3_001, 0, take_notices=True) is None
+
+
+def test_session_notices_are_kept_until_a_page_takes_them(graph_store: GraphStore) -> None:
+    graph_store.start_session(session("k1", 1_000), idle_before_ms=0, keep=10)
+    for i in range(4):
+        graph_store.add_session_notice("k1", f"ok:done {i} — {NASTY}", keep=3)
+    graph_store.add_session_notice("gone", "ok:nobody", keep=3)
+    kept = (f"ok:done 1 — {NASTY}", f"ok:done 2 — {NASTY}", f"ok:done 3 — {NASTY}")
+    posted = graph_store.touch_session("k1", 1_100, 0, take_notices=False)
+    assert posted is not None and posted.notices == kept
+    shown = graph_store.touch_session("k1", 1_200, 0, take_notices=True)
+    assert shown is not None and shown.notices == kept and shown.last_seen_ms == 1_200
+    again = graph_store.touch_session("k1", 1_300, 0, take_notices=True)
+    assert again is not None and again.notices == ()
+
+
+def test_a_new_session_removes_idle_ones_and_the_least_recently_seen_beyond_the_cap(graph_store: GraphStore) -> None:
+    for i in range(5):
+        graph_store.start_session(session(f"k{i}", 1_000 + i), idle_before_ms=0, keep=10)
+    graph_store.touch_session("k0", 2_000, 0, take_notices=True)  # k0 is now the most recently seen
+    graph_store.start_session(session("k5", 2_100), idle_before_ms=1_002, keep=2)  # k1 idle; k2 beyond 2
+    alive = {k for k in (f"k{i}" for i in range(6)) if graph_store.touch_session(k, 2_200, 0, True) is not None}
+    assert alive == {"k0", "k4", "k5"}
+
+
+def test_a_request_is_remembered_once_until_its_time(graph_store: GraphStore) -> None:
+    assert graph_store.remember_request("slack:abc", now_ms=1_000, until_ms=5_000)
+    assert not graph_store.remember_request("slack:abc", now_ms=1_001, until_ms=5_001)  # a replay
+    assert not graph_store.remember_request("slack:abc", now_ms=5_000, until_ms=9_000)  # still remembered
+    assert graph_store.remember_request("slack:other", now_ms=1_002, until_ms=5_000)
+    assert graph_store.remember_request("slack:abc", now_ms=5_001, until_ms=9_000)  # forgotten: taken again
+    assert not graph_store.remember_request("slack:abc", now_ms=5_002, until_ms=9_000)
+
+
+def test_one_of_many_replicas_taking_the_same_request_wins(graph_store: GraphStore) -> None:
+    for round_ in range(3):  # the first round also races on creating the node
+        key, wins, barrier = f"slack:race-{round_}", [], threading.Barrier(8)
+
+        def take(key: str = key, wins: list[int] = wins, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            if graph_store.remember_request(key, now_ms=1_000, until_ms=9_000):
+                wins.append(1)
+
+        threads = [threading.Thread(target=take) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert len(wins) == 1
 
 
 # == the graph as a whole =========================================================================

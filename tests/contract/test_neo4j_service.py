@@ -52,3 +52,31 @@ def test_neo4j_server_answers_bolt_and_its_process_is_gone_afterwards(tmp_path: 
 
     # The context waits for the JVM, so it must already be gone; no grace period needed.
     assert _launcher_pids(tmp_path) == []
+
+
+@pytest.mark.neo4j
+@pytest.mark.timeout(600)
+def test_the_launchers_password_is_in_no_command_line_nor_in_neo4js_logs(tmp_path: Path) -> None:
+    from neo4j.exceptions import AuthError
+
+    from tests.neo4j_service import own_neo4j
+
+    password = "launcher-pw-" + os.urandom(6).hex()
+    with contextlib.ExitStack() as stack:
+        try:
+            uri, proc = stack.enter_context(own_neo4j(tmp_path, password=password))
+        except Exception as exc:  # any reason the launcher cannot start: skip (or fail if required)
+            service_unavailable(f"the local Neo4j launcher could not start: {exc}")
+        argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert LAUNCHER_MAIN.encode() in argv and password.encode() not in argv  # `ps` shows argv to all
+        with GraphDatabase.driver(uri, auth=("neo4j", password), connection_timeout=5) as driver:
+            assert driver.execute_query("RETURN 1 AS one").records[0]["one"] == 1
+        with (
+            GraphDatabase.driver(uri, auth=("neo4j", "not-it"), connection_timeout=5) as driver,
+            pytest.raises(AuthError),
+        ):
+            driver.execute_query("RETURN 1")
+    logs = list((tmp_path / "neo4j-data").rglob("*.log"))
+    debug = [p for p in logs if p.name == "debug.log"]
+    assert debug and LAUNCHER_MAIN.encode() in debug[0].read_bytes()  # it does log the command line
+    assert all(password.encode() not in p.read_bytes() for p in (tmp_path / "neo4j-data").rglob("*") if p.is_file())

@@ -27,6 +27,7 @@ from taskzilla_sleep.alerts.render import (
     SLACK_MAX_BLOCKS,
     slack_payload,
     telegram_payload,
+    utf16_len,
     webhook_payload,
 )
 from taskzilla_sleep.chatops.slack import SignatureCheck, parse_interaction, signature
@@ -45,7 +46,9 @@ T = 1_700_000_000
 def test_the_signature_is_slacks_v0_hmac_sha256_of_version_timestamp_and_body() -> None:
     expected = "v0=" + hmac.new(SECRET, f"v0:{T}:".encode() + BODY, hashlib.sha256).hexdigest()
     assert signature(SECRET, str(T), BODY) == expected
-    assert SignatureCheck(clock=lambda: T + 10).verify([b"other", SECRET], str(T), expected, BODY) == [1]
+    assert SignatureCheck(MemoryGraphStore(), clock=lambda: T + 10).verify(
+        [b"other", SECRET], str(T), expected, BODY
+    ) == [1]
 
 
 @pytest.mark.parametrize(
@@ -55,6 +58,10 @@ def test_the_signature_is_slacks_v0_hmac_sha256_of_version_timestamp_and_body() 
         (str(T), None, "missing"),
         (None, "v0=abc", "missing"),
         ("yesterday", "v0=abc", "not a Unix time"),
+        ("1" * 400, "v0=abc", "not a Unix time"),  # int() takes it; a float of it overflows (was a 500)
+        (" " + str(T), "GOOD", "not a Unix time"),
+        ("1_700_000_000", "GOOD", "not a Unix time"),
+        ("\u0661" * 10, "GOOD", "not a Unix time"),  # Arabic-Indic digits: int() takes them too
         (str(T - 301), "GOOD", "more than 300 s"),  # stale: even a correct signature
         (str(T + 301), "GOOD", "more than 300 s"),
     ],
@@ -65,12 +72,12 @@ def test_a_request_is_refused_when_the_signature_or_its_time_is_wrong(
     if sig == "GOOD":
         sig = signature(SECRET, str(ts), BODY)
     with pytest.raises(Unauthorized, match=why):
-        SignatureCheck(clock=lambda: T).verify([SECRET], ts, sig, BODY)
+        SignatureCheck(MemoryGraphStore(), clock=lambda: T).verify([SECRET], ts, sig, BODY)
 
 
 def test_a_replayed_signature_is_refused_within_the_window_and_a_body_change_breaks_it() -> None:
     now = [float(T)]
-    check = SignatureCheck(clock=lambda: now[0])
+    check = SignatureCheck(MemoryGraphStore(), clock=lambda: now[0])
     sig = signature(SECRET, str(T), BODY)
     assert check.verify([SECRET], str(T), sig, BODY) == [0]
     with pytest.raises(Unauthorized, match="replayed"):
@@ -180,12 +187,43 @@ def test_a_resolution_answers_each_delivered_alert_once_and_replies_to_the_teleg
     assert hook["type"] == "resolution" and hook["resolution"] == "new" and hook["resolved_by"] == "slack:U1 (ann)"
 
 
+SLACK_BUTTONS = {"kind": "slack", "url_env": "U", "signing_secret_env": "S", "channel_id": "C1"}
+TG_BUTTONS = {"kind": "telegram", "token_env": "T", "chat_id": "-1", "webhook_secret_env": "S"}
+
+
+def test_deciders_are_user_ids_of_the_channels_kind() -> None:
+    both = {"s": SLACK_BUTTONS | {"deciders": ["U1234", "W0123ABCD"]}, "t": TG_BUTTONS | {"deciders": ["42"]}}
+    channels = load_settings(env={}, overrides={"alerts.channels": both}).alerts.channels
+    assert (channels["s"].deciders, channels["t"].deciders) == (["U1234", "W0123ABCD"], ["42"])
+
+
+def test_an_alert_with_buttons_says_who_may_decide() -> None:
+    slack = slack_payload(_message(), buttons=True, deciders=["U1234", "W0123ABCD"])
+    assert slack["blocks"][-2]["elements"][0]["text"] == "Only <@U1234>, <@W0123ABCD> may decide."
+    assert slack_payload(_message(), buttons=True)["blocks"][-2]["elements"][0]["text"] == (
+        "Anyone in this channel may decide."
+    )
+    assert "may decide" not in json.dumps(slack_payload(_message(), buttons=False, deciders=["U1"]))
+    tg = telegram_payload(_message(), "-1", buttons=True, deciders=["42", "7"])
+    assert tg["text"].endswith(
+        '<i>Only <a href="tg://user?id=42">user 42</a>, <a href="tg://user?id=7">user 7</a> may decide.</i>'
+    )
+    assert telegram_payload(_message(), "-1", buttons=True)["text"].endswith("<i>Anyone in this chat may decide.</i>")
+    huge = telegram_payload(_message(sections=40), "-1", buttons=True, deciders=["42"])
+    assert utf16_len(huge["text"]) <= 4096 and "may decide" in huge["text"]
+
+
 @pytest.mark.parametrize(
     ("over", "why"),
     [
         ({"alerts.channels": {"s": {"kind": "slack", "url_env": "U", "signing_secret_env": "S"}}}, "channel_id"),
         ({"alerts.channels": {"w": {"kind": "webhook", "url_env": "U", "signing_secret_env": "S"}}}, "for slack"),
         ({"alerts.channels": {"s": {"kind": "slack", "url_env": "U", "webhook_secret_env": "S"}}}, "for telegram"),
+        ({"alerts.channels": {"s": {"kind": "slack", "url_env": "U", "deciders": ["U1234"]}}}, "resolve from"),
+        ({"alerts.channels": {"s": SLACK_BUTTONS | {"deciders": ["alice"]}}}, "not a slack user id"),
+        ({"alerts.channels": {"s": SLACK_BUTTONS | {"deciders": ["<!channel>"]}}}, "not a slack user id"),
+        ({"alerts.channels": {"t": TG_BUTTONS | {"deciders": ["@bob"]}}}, "not a telegram user id"),
+        ({"alerts.channels": {"t": TG_BUTTONS | {"deciders": ["U1234"]}}}, "not a telegram user id"),
         ({"api.public_url": "memory.example.com"}, "http"),
         ({"api.public_url": "https://user:pw@memory.example.com"}, "password"),
     ],

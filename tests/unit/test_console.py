@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from taskzilla_sleep import audit
 from taskzilla_sleep.access import OPEN, token_hash
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.api import create_app
@@ -309,6 +310,29 @@ def test_admin_pages_nights_alerts_status(console: Console) -> None:
     assert '<option value="platform" selected>' in page
 
 
+def test_the_audit_page_shows_admins_who_decided_what(console: Console) -> None:
+    sink = audit.install(audit.AuditLog(console.worker.settings.data_dir / audit.AUDIT_FILE))
+    try:
+        writer = console.client()
+        csrf = login(writer, WRITER)
+        note = "<script>alert(1)</script> checked"
+        r = writer.post(f"/ui/contradictions/{console.cid}/resolve", data={"keep": "new", "note": note, "csrf": csrf})
+        assert r.status_code == 303
+        assert writer.get("/ui/audit").status_code == 403  # admins only, as GET /v1/audit
+        admin = console.client()
+        login(admin, ADMIN)
+        page = admin.get("/ui/audit")
+        assert page.status_code == 200 and 'href="/ui/audit" class="here"' in page.text
+        row = re.search(r"<tr><td><time[^\n]*\n.*?</tr>", page.text, re.DOTALL)
+        assert row is not None and "dana" in row.group(0) and "resolve" in row.group(0) and console.cid in row.group(0)
+        assert "&lt;script&gt;alert(1)&lt;/script&gt; checked" in page.text and "<script>" not in page.text
+        assert "No decisions on record for this filter" in admin.get("/ui/audit", params={"action": "pin"}).text
+        assert admin.get("/ui/audit", params={"action": "Robert'); DROP"}).status_code == 422
+        assert admin.get("/ui/audit", params={"team": "ops"}).status_code == 200
+    finally:
+        audit.uninstall(sink)
+
+
 def test_an_admin_requeues_a_failed_alert_and_a_writer_cannot(console: Console) -> None:
     outbox = Outbox(console.graph)
     outbox.sync_contradictions({"ops": AlertChannel(kind="webhook", url_env="HOOK")}, NOW)
@@ -341,14 +365,20 @@ def test_logout_ends_the_session(console: Console) -> None:
 
 
 def test_sessions_expire_when_idle() -> None:
-    now = [0.0]
-    sessions = Sessions(clock=lambda: now[0], idle_s=60)
+    now = [1_000.0]
+    store = MemoryGraphStore()
+    sessions = Sessions(store, clock=lambda: now[0], idle_s=60)
     s = sessions.start(OPEN)
-    assert sessions.get(s.id) is s and sessions.get("forged") is None and sessions.get(None) is None
-    now[0] = 59
-    assert sessions.get(s.id) is s  # a request keeps it alive
-    now[0] = 120
-    assert sessions.get(s.id) is None and len(sessions) == 0
+    got = sessions.get(s.id)
+    assert got is not None and (got.access, got.csrf) == (OPEN, s.csrf)
+    assert sessions.get("forged") is None and sessions.get(None) is None
+    assert s.id not in repr(store.session_nodes) and s.key in store.session_nodes  # the store knows a hash
+    now[0] = 1_059
+    assert sessions.get(s.id) is not None  # a request keeps it alive
+    now[0] = 1_120
+    assert sessions.get(s.id) is None
+    sessions.start(OPEN)  # a login removes the idle ones
+    assert s.key not in store.session_nodes
     assert not s.csrf_ok(None) and not s.csrf_ok("") and s.csrf_ok(s.csrf)
 
 

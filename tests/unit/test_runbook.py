@@ -14,6 +14,7 @@ import pytest
 
 from taskzilla_sleep import metrics
 from taskzilla_sleep.cli import make_parser
+from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.settings import Secrets, Settings
 from taskzilla_sleep.status import collect_status
 from taskzilla_sleep.stores.memory import MemoryGraphStore
@@ -24,7 +25,16 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "ops" / "runbook.md"
 # The metrics helper renames last_night_step_count; the runbook already cites the new name.
 RENAMED = {"last_night_steps": ("step", "kind")}
-SYMPTOMS = ("readyz 503", "stuck lease", "LLM down", "disk full", "Chroma corruption", "failed alerts", "rollback")
+SYMPTOMS = (
+    "readyz 503",
+    "stuck lease",
+    "LLM down",
+    "disk full",
+    "Chroma corruption",
+    "failed alerts",
+    "locked out",
+    "rollback",
+)
 
 
 def table_section() -> str:
@@ -71,6 +81,9 @@ def test_every_metric_and_label_exists() -> None:
     assert len(found) >= 8
     families = {f"{metrics.PREFIX}_{n}": labels for n, (_, labels) in metrics.FAMILIES.items()}
     families |= {f"{metrics.PREFIX}_{n}": labels for n, labels in RENAMED.items()}
+    for family in Instruments(process=False).registry.collect():  # the process's own counters
+        labels = tuple(sorted({k for s in family.samples for k in s.labels}))
+        families |= {family.name: labels, f"{family.name}_total": labels}
     for name, labels in found:
         assert name in families, f"the runbook cites {name}, which metrics.py does not export"
         for label in re.findall(r"(\w+)=", labels):

@@ -1,9 +1,9 @@
 """The graph store in Cypher, one class for Neo4j and FalkorDB: named queries through an executor.
 
 Each aggregate of ``stores/ports.py`` is one part here (episodes, patterns, contradictions, the run
-ledger, the alert outbox, the lease, the graph as a whole); ``CypherGraphStore`` combines them over
-one :class:`~taskzilla_sleep.stores.executor.QueryExecutor`. Build one with ``stores.neo4j.open_neo4j``
-or ``stores.falkordb.open_falkordb``.
+ledger, the alert outbox, the lease, console sessions, the graph as a whole); ``CypherGraphStore``
+combines them over one :class:`~taskzilla_sleep.stores.executor.QueryExecutor`. Build one with
+``stores.neo4j.open_neo4j`` or ``stores.falkordb.open_falkordb``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from taskzilla_sleep.stores.cypher.lease import CypherLease
 from taskzilla_sleep.stores.cypher.ledger import CypherLedger
 from taskzilla_sleep.stores.cypher.outbox import CypherOutbox
 from taskzilla_sleep.stores.cypher.patterns import CypherPatterns
+from taskzilla_sleep.stores.cypher.sessions import CypherSessions
 from taskzilla_sleep.stores.executor import QueryExecutor
 from taskzilla_sleep.stores.ports import GraphBackend, GraphStore
 
@@ -26,6 +27,7 @@ class CypherGraphStore(
     CypherLedger,
     CypherOutbox,
     CypherLease,
+    CypherSessions,
     CypherAdmin,
 ):
     """Implements ``ports.GraphStore`` (the archive through ``CypherAdmin``, which wipes it with a team)."""

@@ -35,6 +35,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Alert", "key"),
     ("Change", "id"),
     ("Archived", "key"),
+    ("ConsoleSession", "key"),
+    ("SeenRequest", "key"),
 )
 # Secondary indexes the steps filter on.
 INDEXES: tuple[tuple[str, str], ...] = (

@@ -10,12 +10,13 @@ from datetime import datetime
 from taskzilla_sleep.models import TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus, Tombstone
 from taskzilla_sleep.stores.memory.archive import MemoryArchive
 from taskzilla_sleep.stores.memory.base import MemoryBase
+from taskzilla_sleep.stores.memory.sessions import MemorySessions
 from taskzilla_sleep.stores.ports import GraphBackend, GraphCounts, Poisoned
 
 _TEAM = re.compile(TEAM_RE)
 
 
-class MemoryGraphStore(MemoryArchive):
+class MemoryGraphStore(MemoryArchive, MemorySessions):
     """Implements ``ports.GraphStore`` in memory (unit tests; the contract suite holds it to the real ones)."""
 
     backend: GraphBackend = "falkordb"  # behaves like the embedded default

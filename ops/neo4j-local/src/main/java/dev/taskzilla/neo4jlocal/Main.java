@@ -16,23 +16,29 @@ import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
 /**
  * Runs Neo4j Community in-process with a Bolt connector on 127.0.0.1.
  *
- * <p>Usage: {@code Main DATA_DIR PORT [PASSWORD]}: without a password, auth is off; with one, the
- * server requires user {@code neo4j} with that password (what a production server does). Prints {@code READY bolt://127.0.0.1:PORT} on stdout once
+ * <p>Usage: {@code Main DATA_DIR PORT}. Without the environment variable {@code NEO4J_LOCAL_PASSWORD},
+ * auth is off; with it, the server requires user {@code neo4j} with that password (what a production
+ * server does). The password never comes on the command line: argv is visible to every user in
+ * {@code ps} and Neo4j writes the JVM's command line ({@code sun.java.command}) to its debug.log; a
+ * process's environment is readable by its owner only. Prints {@code READY bolt://127.0.0.1:PORT} on stdout once
  * the default database answers, then runs until stdin closes or the process gets SIGTERM, and shuts
  * the database down cleanly. Reading stdin means the server dies with its parent: when the test
  * process goes away, its end of the pipe closes and this server stops, so no orphan JVM is left.
  */
 public final class Main {
+    static final String PASSWORD_ENV = "NEO4J_LOCAL_PASSWORD";
+
     private Main() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2 && args.length != 3) {
-            System.err.println("usage: Main DATA_DIR PORT [PASSWORD]");
+        if (args.length != 2) {
+            System.err.println("usage: Main DATA_DIR PORT (the password, if any, in env NEO4J_LOCAL_PASSWORD)");
             System.exit(2);
         }
         Path dir = Path.of(args[0]).toAbsolutePath();
         int port = Integer.parseInt(args[1]);
-        String password = args.length == 3 ? args[2] : null;
+        String fromEnv = System.getenv(PASSWORD_ENV);
+        String password = fromEnv == null || fromEnv.isEmpty() ? null : fromEnv;
         Files.createDirectories(dir);
 
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(dir)
