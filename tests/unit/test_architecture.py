@@ -26,7 +26,6 @@ CONCRETE = (
     "codec",
 )
 MAX_LINES = 520
-# The whole store interface is one module by design (STYLE: every interface in one module, as APScheduler's).
 
 
 def modules() -> dict[str, Path]:
