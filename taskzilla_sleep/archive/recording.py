@@ -60,6 +60,12 @@ UNRECORDED_WRITES: Mapping[str, str] = {
     "mark_undone": "the archive itself (undo)",
     "purge_archive": "the archive itself (its age limit)",
     "forget_archived": "the archive itself (forget)",
+    "restore_archive": "import",
+    "start_session": "console sessions",
+    "touch_session": "console sessions",
+    "add_session_notice": "console sessions",
+    "end_session": "console sessions",
+    "remember_request": "chat requests already taken (replays)",
     "ensure_schema": "schema",
     "close": "life cycle",
 }

@@ -12,7 +12,14 @@ from zoneinfo import ZoneInfo
 from taskzilla_sleep.report.nights import Night, StepFigures
 
 # The store sizes the per-night tables show before → after, in column order.
-SIZE_KEYS = ("episodes_total", "vectors_episodes", "patterns_live", "contradictions_open", "tombstones")
+SIZE_KEYS = (
+    "episodes_total",
+    "vectors_episodes",
+    "patterns_live",
+    "contradictions_open",
+    "tombstones",
+    "archived_texts",  # retired or pruned messages the archive still holds (undo, patterns release)
+)
 
 
 def number(v: float | None, unit: str) -> str:

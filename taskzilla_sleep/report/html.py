@@ -261,7 +261,8 @@ def _nights_table(report: Report, tz: ZoneInfo) -> str:
         '<h2>Runs: LLM, lag and store sizes (before → after)</h2><div class="scroll"><table><tr>'
         '<th class="l">night</th><th>LLM calls</th><th>tokens in / out</th><th>cost $</th><th>lag p50</th>'
         "<th>lag p95</th><th>messages</th><th>live episodes</th><th>live patterns</th><th>open contradictions</th>"
-        "<th>tombstones</th></tr>"
+        '<th>tombstones</th><th title="retired or pruned messages whose text the archive holds (undo)">archived'
+        " texts</th></tr>"
     )
     rows1, rows2 = [], []
     for x in reversed(report.nights):

@@ -96,7 +96,7 @@ def render_text(report: Report) -> str:
     )
     lines += ["", "store sizes, before → after"]
     lines += table(
-        ["night", "messages", "live episodes", "live patterns", "open contra", "tombstones"],
+        ["night", "messages", "live episodes", "live patterns", "open contra", "tombstones", "archived texts"],
         [[when(x.now, tz), *[before_after(x, k) for k in SIZE_KEYS]] for x in nights],
         text_columns=1,
     )
