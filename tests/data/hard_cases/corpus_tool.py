@@ -2,7 +2,8 @@
 """Build and check the hard-case corpus.
 
     python3 corpus_tool.py build   # src/wNN.txt -> wNN.jsonl + wNN.gold.json
-    python3 corpus_tool.py check   # validate every wNN.jsonl / wNN.gold.json, print counts
+                                   # src/wNN-LL.txt -> wNN-LL.jsonl + wNN-LL.gold.json
+    python3 corpus_tool.py check   # validate every week file and its gold file, print counts
 
 Written by the corpus author without reading the product code. It only knows the
 episode format and the case classes given in the brief.
@@ -15,6 +16,14 @@ Source format (src/wNN.txt):
 Day is Mon..Sun, prov is h(uman) b(ot) d (ai-draft) i(mport); label shorthands:
 q question, r reply, a anecdote, s status, l logistics, c chatter.
 Lines are stably sorted by time, then numbered.
+
+Translations: src/wNN-LL.txt (LL a language in LANG_ID, e.g. de, nl) is week wNN
+translated line by line: the same heads (day, time, channel, author, provenance,
+label) in the same order, only the text (and the @belief prose) translated. Its
+ids are <LANG_ID[LL]>NN-NNNN (d01-0001 for w01-de, n01-0001 for w01-nl), its gold
+file carries "language": "LL" and "translation_of": "wNN", and `check` verifies that
+it lines up with the original episode by episode. Every gold file carries
+"language" ("en" unless the header says otherwise).
 """
 import datetime as dt
 import glob
@@ -41,7 +50,27 @@ REQUIRED = {"habit": ["statement", "question"],
             "disagreement": ["slot", "a", "b"],
             "preference": ["person", "statement"],
             "injection": ["statement"]}
-ID_RE = re.compile(r"^w\d\d-\d{4}$")
+ID_RE = re.compile(r"^[wdn]\d\d-\d{4}$")
+LANG_ID = {"de": "d", "nl": "n"}          # id letter of a translated week
+LANGUAGES = {"en"} | set(LANG_ID)
+WEEK_RE = re.compile(r"^w(\d\d)(?:-([a-z]{2}))?$")
+
+
+def week_info(week):
+    """(id prefix, language, original week or None) of a week name: w01, w01-de."""
+    m = WEEK_RE.match(week)
+    if not m or (m.group(2) and m.group(2) not in LANG_ID):
+        raise SystemExit(f"bad week name {week!r}")
+    if not m.group(2):
+        return week, "en", None
+    return LANG_ID[m.group(2)] + m.group(1), m.group(2), "w" + m.group(1)
+
+
+def week_files(folder, ext):
+    """wNN.EXT and wNN-LL.EXT in folder, sorted so each original precedes its translations."""
+    found = glob.glob(os.path.join(folder, "w[0-9][0-9]" + ext))
+    found += glob.glob(os.path.join(folder, "w[0-9][0-9]-[a-z][a-z]" + ext))
+    return sorted(found, key=lambda p: os.path.basename(p)[:-len(ext)])
 TEAM_RE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
@@ -83,15 +112,21 @@ def build_one(path):
         rows.append((when, n, channel,
                      author, PROV[prov], SHORT.get(label, label), text.strip()))
     rows.sort(key=lambda r: (r[0], r[1]))
-    week = os.path.basename(path)[:3]
+    week = os.path.basename(path)[:-len(".txt")]
+    prefix, lang, original = week_info(week)
+    if meta.get("language", lang) != lang:
+        raise SystemExit(f"{path}: language {meta.get('language')} but file name says {lang}")
     out, labels = [], {}
     for k, (when, _n, channel, author, prov, label, text) in enumerate(rows, start=1):
-        mid = f"{week}-{k:04d}"
+        mid = f"{prefix}-{k:04d}"
         out.append({"id": mid, "team": meta["team"], "channel": channel, "author": author,
                     "text": text, "ts": when.isoformat(), "provenance": prov})
         labels[mid] = label
     gold = {"team": meta["team"], "week_start": meta["week_start"], "voice": meta["voice"],
-            "labels": labels, "beliefs": beliefs}
+            "language": lang}
+    if original:
+        gold["translation_of"] = original
+    gold.update({"labels": labels, "beliefs": beliefs})
     with open(os.path.join(HERE, f"{week}.jsonl"), "w", encoding="utf-8") as fh:
         for o in out:
             fh.write(json.dumps(o, ensure_ascii=False) + "\n")
@@ -118,8 +153,10 @@ def check():
     cues = Counter()
     question_clusters = 0
     total = 0
-    for jpath in sorted(glob.glob(os.path.join(HERE, "w[0-9][0-9].jsonl"))):
-        week = os.path.basename(jpath)[:3]
+    originals = {}
+    for jpath in week_files(HERE, ".jsonl"):
+        week = os.path.basename(jpath)[:-len(".jsonl")]
+        prefix, lang, original = week_info(week)
         gpath = os.path.join(HERE, f"{week}.gold.json")
         E = lambda m: errors.append(f"{week}: {m}")
         with open(gpath, encoding="utf-8") as fh:
@@ -145,7 +182,7 @@ def check():
                 E(f"{o.get('id')}: fields {sorted(o)}")
             if not all(isinstance(o.get(f), str) and o.get(f) for f in need):
                 E(f"{o.get('id')}: empty or non-string field")
-            if not ID_RE.match(o["id"]) or not o["id"].startswith(week):
+            if not ID_RE.match(o["id"]) or not o["id"].startswith(prefix + "-"):
                 E(f"bad id {o['id']}")
             if o["id"] in seen_ids:
                 E(f"duplicate id {o['id']}")
@@ -175,6 +212,33 @@ def check():
         teams |= wteams
         labels = gold["labels"]
         beliefs = gold["beliefs"]
+        if gold.get("language") != lang:
+            E(f"language {gold.get('language')!r}, expected {lang!r}")
+        if gold.get("translation_of") != original:
+            E(f"translation_of {gold.get('translation_of')!r}, expected {original!r}")
+        if original is None:
+            originals[week] = (eps, labels, beliefs)
+        elif original not in originals:
+            E(f"translation of {original}, which is missing")
+        else:
+            oeps, olabels, obeliefs = originals[original]
+            if len(oeps) != len(eps):
+                E(f"{len(eps)} episodes, {original} has {len(oeps)}")
+            for o, t in zip(oeps, eps):
+                for f in ("channel", "author", "ts", "provenance"):
+                    if o[f] != t[f]:
+                        E(f"{t['id']}: {f} {t[f]!r} differs from {o['id']} {o[f]!r}")
+                if olabels.get(o["id"]) != labels.get(t["id"]):
+                    E(f"{t['id']}: label {labels.get(t['id'])} differs from {o['id']} {olabels.get(o['id'])}")
+            if set(obeliefs) != set(beliefs):
+                E(f"belief keys differ from {original}")
+            for key in set(obeliefs) & set(beliefs):
+                for f in ("class", "slot", "cue", "person"):
+                    if obeliefs[key].get(f) != beliefs[key].get(f):
+                        E(f"belief {key}: {f} differs from {original}")
+                for f in ("statement", "question", "old", "new", "a", "b"):
+                    if f in obeliefs[key] and obeliefs[key][f] == beliefs[key].get(f):
+                        E(f"belief {key}: {f} not translated")
         if set(labels) != set(by_id):
             E(f"labels/ids mismatch: {len(set(labels) ^ set(by_id))}")
         used = defaultdict(lambda: defaultdict(list))
@@ -286,7 +350,7 @@ def check():
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else "check"
     if cmd == "build":
-        for p in sorted(glob.glob(os.path.join(HERE, "src", "w[0-9][0-9].txt"))):
+        for p in week_files(os.path.join(HERE, "src"), ".txt"):
             build_one(p)
         sys.exit(check())
     sys.exit(check())
