@@ -71,6 +71,12 @@ def graph_snapshot(s: Services) -> dict[str, list[Any]]:
     nodes = []
     for n in dump["nodes"]:
         props = dict(n["props"])
+        if "Archived" in n["labels"]:  # keyed by the run's id (a wall-clock hash): the rest is decided
+            props.pop("key")
+            props.pop("change")
+        if "Change" in n["labels"]:
+            for k in ("id", "recorded_at", "seq"):
+                props.pop(k)
         if "Run" in n["labels"]:
             for k in _RUN_CLOCK:
                 props.pop(k)
