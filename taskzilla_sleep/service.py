@@ -203,6 +203,7 @@ class MemoryService:
     def nights(self, access: Access, runs: int) -> Report:
         """The report of the last ``runs`` nights with its verdicts (admin: the ledger spans every team)."""
         from taskzilla_sleep.report.model import build_report
+        from taskzilla_sleep.steps.distill.retry import given_up
 
         access.require("admin")
         s = self.settings
@@ -213,6 +214,7 @@ class MemoryService:
             grace_days=s.decay.grace_hours / 24,
             tz=s.schedule.timezone,
             now=self.clock(),
+            given_up=given_up(self.graph, s.distill.max_attempts),
         )
 
     def export(self, access: Access, team: str | None, out: IO[str]) -> dict[str, int]:

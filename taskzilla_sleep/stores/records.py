@@ -161,6 +161,7 @@ class EpisodeUpdate(ItemUpdate):
     absorbed_by: str | None = None
     distilled_at: Time | None = None
     distill_attempts: int | None = None
+    distill_night: str | None = None
     declined_size: int | None = None
 
 
@@ -220,6 +221,26 @@ class LeaseState:
     host: str | None = None
     pid_ns: str | None = None
     pid: int | None = None
+
+
+MARK_KEPT_MS = 86_400_000  # an ingest's mark is dropped a day after it ended or expired
+
+
+@dataclass(frozen=True)
+class IngestMark:
+    """An ingest in flight, announced in the graph: any process's reconcile tells the episodes it is
+    still embedding (stored with its id) from drift. Wall-clock times, as a lease's: renewed while it
+    runs, ``expires_at_ms`` set to its end when it ends (``ended``)."""
+
+    id: str
+    holder: str  # who runs it, as ops read a lease holder: ingest@HOST:PID:NONCE, worker@…
+    host: str
+    pid_ns: str | None
+    pid: int
+    teams: tuple[str, ...]
+    started_at_ms: int
+    expires_at_ms: int
+    ended: bool = False
 
 
 class AlertRecord(BaseModel):

@@ -31,6 +31,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Run", "id"),
     ("Meta", "key"),
     ("Lease", "name"),
+    ("IngestMark", "id"),
     ("Alert", "key"),
 )
 # Secondary indexes the steps filter on.

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from taskzilla_sleep.models import Contradiction, Episode, Pattern, Run
-from taskzilla_sleep.stores.ports import AlertRecord, ItemUpdate, LeaseState
+from taskzilla_sleep.stores.ports import AlertRecord, IngestMark, ItemUpdate, LeaseState
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -43,6 +43,8 @@ class MemoryBase:
         self.outbox: dict[str, AlertRecord] = {}
         self.alert_for: set[tuple[str, str]] = set()  # (alert key, contradiction id)
         self.leases: dict[str, LeaseState] = {}
+        self.marks: dict[str, IngestMark] = {}  # ingests announced (IngestMark nodes)
+        self.ingest_of: dict[str, str] = {}  # episode id -> the ingest that stored it
         # Tests set this to make the next call that checks it raise (a store going down).
         self.fail_next: Exception | None = None
 
