@@ -249,7 +249,8 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
     if report.rebuild_leftovers:
         what = "found" if args.check else "dropped"
         text += f"; {what} what an interrupted collection rebuild left: {', '.join(report.rebuild_leftovers)}"
-    data = report.model_dump(mode="json") | {"drift": report.drift, "in_flight": report.in_flight}
+    data = report.model_dump(mode="json") | {"drift": report.drift, "repaired": report.repaired}
+    data["in_flight"] = report.in_flight
     totals = {k: data[k] for k in ("repair", "stale_stages", "quarantined", "drift")}
     totals |= {"missing": report.missing, "orphans": report.orphans, "repaired": report.repaired}
     shown.finish(totals, f"done in {shown.elapsed():.1f} s: {text}")
