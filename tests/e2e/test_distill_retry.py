@@ -98,3 +98,28 @@ def test_an_outage_gives_up_only_after_distinct_nights_and_retry_asks_again(
         learned = run(NIGHT + timedelta(days=tries + 1))
         distill = learned["steps"][1]
         assert distill["status"] == "ok" and distill["counts"]["patterns_added"] >= 3, distill
+
+
+def test_the_workers_retries_of_a_failed_night_count_once(tmp_path: Path) -> None:
+    """The worker reruns a team's failed step at every poll while the night's misfire grace lasts:
+    during an outage that is dozens of distills in one night, and one failed night for each group."""
+    from tests.e2e.test_concurrency import events
+    from tests.e2e.test_worker import stop, wait_for, worker
+
+    data = tmp_path / "d"
+    assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data).returncode == 0
+
+    def model(body: dict[str, Any]) -> str:
+        return "malformed" if prompt_data.is_distill(body) else good_model(body)
+
+    with LLMStub(default=model) as stub:
+        env = {"TASKZILLA__LLM__MODEL": "openai/stub", "TASKZILLA__LLM__API_BASE": stub.url, "OPENAI_API_KEY": "x"}
+        # One clock minute a second, a poll a clock minute: the failed distill is retried every second.
+        with worker(data, "2026-11-28T03:04:00+01:00", speed=60, env=env) as w:
+            failed = lambda: [e for e in events(w.log_path, "step_failed") if e["step"] == "distill"]  # noqa: E731
+            wait_for("five failed distills of the night", lambda: len(failed()) >= 5, timeout=180)
+            assert stop(w) == 0
+    got = failed_steps(data, {}, tmp_path)
+    assert got["given_up"] == {}, got  # one failed night: the groups are still asked, none given up
+    res = cli("distill", "retry", "--all", data_dir=data)
+    assert res.returncode == 0 and res.stdout.strip() == "no team has a group given up"

@@ -14,6 +14,7 @@ from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import UNREADABLE, tombstone_from_props, tombstone_props, why_unreadable
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
 from taskzilla_sleep.stores.cypher.episodes import STAGED
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import GraphCounts, Poisoned
 
 log = structlog.get_logger(__name__)
@@ -100,11 +101,13 @@ class CypherAdmin(CypherBase):
                 self._write(Q[f"quarantine_{kind}s"], {"rows": rows, "at": to_ms(at)})
 
     def snapshot(self, skip_labels: frozenset[str] = frozenset({"Run"})) -> dict[str, list[Any]]:
-        """Every node and relationship as plain data, sorted (crash tests compare two of them)."""
+        """Every node and relationship as plain data, sorted (crash tests compare two of them) — but
+        the ingests' bookkeeping: their marks and which ingest stored an episode are process ids and
+        wall-clock times (as a lease's), different for every run of the same ingest."""
         nodes = [
-            {"labels": sorted(r["labels"]), "props": dict(sorted(r["props"].items()))}
+            {"labels": sorted(r["labels"]), "props": dict(sorted(_without_ingest(r["props"]).items()))}
             for r in self._read(Q["snapshot_nodes"])
-            if not skip_labels & set(r["labels"])
+            if not (skip_labels | {"IngestMark"}) & set(r["labels"])
         ]
         rels = [
             {
@@ -143,3 +146,7 @@ class CypherAdmin(CypherBase):
 
     def close(self) -> None:
         self._ex.close()
+
+
+def _without_ingest(props: Row) -> Row:
+    return {k: v for k, v in props.items() if k != "ingest"}
