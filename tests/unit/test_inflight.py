@@ -69,20 +69,17 @@ def during(ingestor: Ingestor, rows: list[str], look: Callable[[IngestProgress],
 
 def test_reconcile_during_an_ingest_finds_no_drift_and_embeds_nothing_twice() -> None:
     ing, g, v = stores()
-    seen: list[tuple[ReconcileReport, ReconcileReport]] = []
+    seen: list[tuple[ReconcileReport, ReconcileReport, int]] = []
 
     def look(p: IngestProgress) -> None:
-        check = reconcile(g, v, repair=False)
-        repair = reconcile(g, v, repair=True)
-        assert check.in_flight == p.to_embed - p.embedded
-        seen.append((check, repair))
+        seen.append((reconcile(g, v, repair=False), reconcile(g, v, repair=True), p.to_embed - p.embedded))
 
     p = during(ing, lines(3 * EMBED_BATCH + 10), look)
     assert len(seen) == 3 and p.embedded == p.to_embed == 3 * EMBED_BATCH + 10
-    for check, repair in seen:
-        assert (check.drift, repair.drift, repair.repaired) == (0, 0, 0)
-        assert repair.in_flight == check.in_flight > 0
-    assert [c.in_flight for c, _ in seen] == [2 * EMBED_BATCH + 10, EMBED_BATCH + 10, 10]
+    for check, repair, left in seen:
+        assert (check.drift, repair.drift, repair.repaired) == (0, 0, 0)  # before marks: `left` missing
+        assert repair.in_flight == check.in_flight == left
+    assert [left for _, _, left in seen] == [2 * EMBED_BATCH + 10, EMBED_BATCH + 10, 10]
     after = reconcile(g, v, repair=False)
     assert (after.drift, after.in_flight) == (0, 0)  # the ingest ended: nothing in flight any more
 
@@ -100,8 +97,8 @@ def test_real_drift_is_still_found_and_repaired_while_an_ingest_runs() -> None:
 
     during(ing, lines(2 * EMBED_BATCH), look)
     check, repair = found
-    assert (check.missing, check.in_flight) == (1, EMBED_BATCH)
-    assert (repair.missing, repair.repaired) == (1, 1) and "old-00002" in v.present("platform", "episodes")
+    assert (check.missing, repair.missing, repair.repaired) == (1, 1, 1)
+    assert "old-00002" in v.present("platform", "episodes") and check.in_flight == EMBED_BATCH
     assert reconcile(g, v, repair=False).drift == 0
 
 
@@ -111,9 +108,9 @@ def test_an_ingest_into_one_team_hides_no_drift_of_another() -> None:
     v.delete("billing", "episodes", ["msg-00001"])
     found: list[ReconcileReport] = []
     during(ing, lines(2 * EMBED_BATCH, prefix="p"), lambda p: found.append(reconcile(g, v, repair=False)))
-    by_team = found[0].by_team
-    assert by_team["billing"]["episodes"].missing_vectors == 1 and by_team["billing"]["episodes"].in_flight == 0
-    assert by_team["platform"]["episodes"].missing_vectors == 0 and by_team["platform"]["episodes"].in_flight > 0
+    billing, platform = found[0].by_team["billing"]["episodes"], found[0].by_team["platform"]["episodes"]
+    assert (billing.missing_vectors, platform.missing_vectors) == (1, 0)
+    assert (billing.in_flight, platform.in_flight) == (0, EMBED_BATCH)
 
 
 def _stored_by(g: MemoryGraphStore, v: MemoryVectorStore, mark: IngestMark, n: int = 3) -> list[str]:
