@@ -81,12 +81,13 @@ def announced(graph: GraphStore, teams: Sequence[str], ttl_s: float, role: str =
 
 def writing(graph: GraphStore, team: str, since_ms: int) -> set[str]:
     """The live episodes of ``team`` that ingests announced as running at any time since ``since_ms``
-    stored: their vectors may still be on the way, so a reconcile that began then leaves them out."""
+    stored: their vectors may still be on the way, so a reconcile that began then leaves them out. (An
+    ingest of this host that ended in that very millisecond wrote its vectors before it began.)"""
     now, host = now_ms(), socket.gethostname()
     marks = [
         m
         for m in graph.ingest_marks(since_ms - SKEW_MS)
-        if team in m.teams and (m.host != host or m.expires_at_ms >= since_ms) and not _gone(m, now)
+        if team in m.teams and (m.host != host or m.expires_at_ms > since_ms) and not _gone(m, now)
     ]
     return graph.ingest_episodes(team, [m.id for m in marks]) if marks else set()
 
