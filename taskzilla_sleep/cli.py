@@ -466,7 +466,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             index_cap=settings.memory_index.max_entries,
             grace_days=settings.decay.grace_hours / 24,
             tz=settings.schedule.timezone,
-            given_up=given_up(s.graph, settings.distill.max_attempts),
+            given_up=given_up(s.graph),
         )
         written = write_html(report, html)
     if args.json:

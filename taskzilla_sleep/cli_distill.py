@@ -50,8 +50,8 @@ def cmd_distill(args: argparse.Namespace, settings: Settings, secrets: Secrets) 
                 known = ", ".join(s.graph.teams()) or "none yet"
                 raise UsageError(f"distill retry: no team {', '.join(unknown)} in the stores (teams: {known})")
         with admin_lease(s.graph, settings):
-            teams = sorted(set(args.team)) if args.team else sorted(given_up(s.graph, tries))
-            released = release_given_up(s.graph, teams, tries)
+            teams = sorted(set(args.team)) if args.team else sorted(given_up(s.graph))
+            released = release_given_up(s.graph, teams)
     lines = [
         f"team {t}: {n} message(s) of given-up groups pending again: the next nightly distill asks about them"
         if n

@@ -214,7 +214,7 @@ class MemoryService:
             grace_days=s.decay.grace_hours / 24,
             tz=s.schedule.timezone,
             now=self.clock(),
-            given_up=given_up(self.graph, s.distill.max_attempts),
+            given_up=given_up(self.graph),
         )
 
     def export(self, access: Access, team: str | None, out: IO[str]) -> dict[str, int]:

@@ -113,8 +113,8 @@ class EpisodeStore(Protocol):
 
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int: ...
 
-    def given_up_episodes(self, attempts: int, team: str | None = None) -> dict[str, list[str]]:
-        """Raw episodes distill gave up on (no usable answer on ``attempts`` nights): ids by team, sorted."""
+    def given_up_episodes(self, team: str | None = None) -> dict[str, list[str]]:
+        """Raw episodes distill gave up on (taken into account with failed nights): ids by team, sorted."""
         ...
 
     def count_new_raw(self, team: str, since: datetime) -> int:

@@ -188,11 +188,11 @@ def test_an_outage_counts_once_a_night_however_often_the_night_runs(stack: Stack
         given_up = [next(x for x in r.run.steps if x.step == "distill").counts["given_up_groups"] for r in runs]
         assert given_up == ([1, 0, 0, 0] if n + 1 == tries else [0] * 4)
         assert all((e.distilled_at is not None) == (n + 1 == tries) for e in friday)
-    assert retry.given_up(stack.graph, tries) == {TEAM: len(_friday_episodes(stack))}
+    assert retry.given_up(stack.graph) == {TEAM: len(_friday_episodes(stack))}
     assert _friday(stack) == []
 
-    assert retry.release_given_up(stack.graph, [TEAM], tries) == {TEAM: len(friday)}
-    assert retry.given_up(stack.graph, tries) == {}
+    assert retry.release_given_up(stack.graph, [TEAM]) == {TEAM: len(friday)}
+    assert retry.given_up(stack.graph) == {}
     back = stack.graph.get_episodes([e.id for e in friday])
     assert {(e.distill_attempts, e.distill_night, e.distilled_at) for e in back} == {(0, None, None)}
     again = stack.night(NIGHT + timedelta(days=tries), llm=stack.llm)  # the model answers again

@@ -1646,16 +1646,17 @@ def test_ingest_marks_are_created_renewed_ended_and_read_by_time(graph_store: Gr
 def test_an_ended_mark_drops_the_marks_that_ended_a_day_before(graph_store: GraphStore) -> None:
     now = int(time.time() * 1000)
     day = 86_400_000
-    stale = [mark(f"ingest-old-{i}", expires=now - day - 1_000 - i, ended=i % 2 == 0) for i in range(12)]
-    for m in stale:
+    crashed = [mark(f"ingest-crashed-{i}", expires=now - day - 1_000 - i) for i in range(12)]  # never ended
+    for m in crashed:
         graph_store.mark_ingest(m)
-    young = mark("ingest-young", expires=now - day + 60_000, ended=True)
-    graph_store.mark_ingest(young)
+    recent = mark("ingest-recent", expires=now - day + 60_000)  # expired less than a day ago
     running = mark("ingest-running", expires=now + 60_000)
+    graph_store.mark_ingest(recent)
     graph_store.mark_ingest(running)
-    assert len(graph_store.ingest_marks(0)) == 14  # renewing or starting drops nothing
-    graph_store.mark_ingest(replace(young, expires_at_ms=now - day + 61_000))  # ended: the old ones go
-    assert graph_store.ingest_marks(0) == [replace(young, expires_at_ms=now - day + 61_000), running]
+    assert len(graph_store.ingest_marks(0)) == 14  # starting or renewing drops nothing
+    done = mark("ingest-done", expires=now, ended=True)
+    graph_store.mark_ingest(done)  # an end: the marks a day old go
+    assert graph_store.ingest_marks(0) == [done, recent, running]
 
 
 def test_many_marks_made_and_dropped_leave_the_label_readable(graph_store: GraphStore) -> None:
@@ -1687,20 +1688,20 @@ def test_an_upsert_keeps_its_ingest_and_the_live_episodes_of_an_ingest_are_found
 # -- distill's given-up groups (issue 27 item 5) ---------------------------------------------------
 
 
-def test_given_up_episodes_are_the_raw_ones_failed_on_enough_nights(graph_store: GraphStore) -> None:
+def test_given_up_episodes_are_the_raw_ones_taken_into_account_with_failed_nights(graph_store: GraphStore) -> None:
     eps = [
         ep(1, distill_attempts=3, distill_night="2026-11-30", distilled_at=T0),
-        ep(2, distill_attempts=4, distill_night="2026-12-01", distilled_at=T0),
-        ep(3, distill_attempts=2, distill_night="2026-11-30"),  # still being retried
-        ep(4, distill_attempts=3, status=EpisodeStatus.PRUNED),  # gone from memory anyway
+        ep(2, distill_attempts=5, distill_night="2026-12-01", distilled_at=T0),  # given up under another max
+        ep(3, distill_attempts=2, distill_night="2026-11-30"),  # still being retried: pending
+        ep(4, distill_attempts=3, distilled_at=T0, status=EpisodeStatus.PRUNED),  # gone from memory anyway
         ep(5, team="billing", distill_attempts=3, distilled_at=T0),
-        ep(6),
+        ep(6, distilled_at=T0),  # taken into account, never failed
+        ep(7),
     ]
     graph_store.upsert_episodes(eps, [])
-    assert graph_store.given_up_episodes(3) == {"billing": [eps[4].id], "platform": [eps[0].id, eps[1].id]}
-    assert graph_store.given_up_episodes(3, "platform") == {"platform": [eps[0].id, eps[1].id]}
-    assert graph_store.given_up_episodes(2, "platform") == {"platform": [eps[0].id, eps[1].id, eps[2].id]}
-    assert graph_store.given_up_episodes(5) == {}
+    assert graph_store.given_up_episodes() == {"billing": [eps[4].id], "platform": [eps[0].id, eps[1].id]}
+    assert graph_store.given_up_episodes("platform") == {"platform": [eps[0].id, eps[1].id]}
+    assert graph_store.given_up_episodes("ops") == {}
     assert by_id(graph_store.get_episodes([eps[0].id, eps[2].id])) == {eps[0].id: eps[0], eps[2].id: eps[2]}
 
 

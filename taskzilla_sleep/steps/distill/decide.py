@@ -263,7 +263,8 @@ def _mark(plan: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequenc
     """What the night took into account. A group without a usable answer counts one attempt per
     calendar night (``inputs.night``: a rerun, a catch-up or a watchdog pass of the same night counts
     none): its new episodes stay pending until ``max_attempts`` nights failed, then they are given up
-    like the rest (``distill retry`` asks again). An episode whose group got an answer starts afresh."""
+    like the rest (``distill retry`` asks again): the only episodes marked taken into account that keep
+    their count. One whose group got an answer, or that is in no group asked, starts afresh."""
     night = inputs.night
     failed: dict[str, Episode] = {}
     for members in unanswered:
@@ -278,8 +279,10 @@ def _mark(plan: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequenc
     left = {e.id for members in inputs.deferred for e in members}
     for e in (e for e in inputs.episodes if e.id in inputs.new_ids and e.id not in left):
         f = failed.get(e.id)
-        if f is None:
+        if f is None:  # asked and answered, or in no group asked: what it failed before no longer counts
             marks[e.id] = {"distilled_at": plan.now}
+            if e.distill_attempts or e.distill_night is not None:
+                marks[e.id] |= {"distill_attempts": None, "distill_night": None}
             continue
         n = _attempts(f, night)
         change: dict[str, object] = {} if n == f.distill_attempts else {"distill_attempts": n, "distill_night": night}

@@ -217,9 +217,9 @@ class CypherEpisodes(CypherBase):
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
         return int(self._read(Q["count_episodes"], {"team": team, "statuses": list(statuses)})[0]["n"])
 
-    def given_up_episodes(self, attempts: int, team: str | None = None) -> dict[str, list[str]]:
+    def given_up_episodes(self, team: str | None = None) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for r in self._read(Q["given_up_episodes"], {"attempts": attempts, "team": team}):
+        for r in self._read(Q["given_up_episodes"], {"team": team}):
             out.setdefault(str(r["team"]), []).append(str(r["id"]))
         return {t: sorted(ids) for t, ids in sorted(out.items())}
 

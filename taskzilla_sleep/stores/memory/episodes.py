@@ -135,11 +135,11 @@ class MemoryEpisodes(MemoryBase):
         # A count reads no episode: quarantined ones are counted when their status is asked for.
         return len(self._matching(team, lambda e: e.status.value in statuses))
 
-    def given_up_episodes(self, attempts: int, team: str | None = None) -> dict[str, list[str]]:
+    def given_up_episodes(self, team: str | None = None) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         with self._lock:
             for e in self.episode_nodes.values():
-                given_up = e.status is EpisodeStatus.RAW and e.distill_attempts >= attempts
+                given_up = e.status is EpisodeStatus.RAW and e.distill_attempts > 0 and e.distilled_at is not None
                 if given_up and (team is None or e.team == team):
                     out.setdefault(e.team, []).append(e.id)
         return {t: sorted(ids) for t, ids in sorted(out.items())}

@@ -120,7 +120,8 @@ RETURN e.id AS id, n.key AS key, n.kind AS kind, n.name AS name, m.role AS role
 
 // -- given_up_episodes --
 MATCH (e:Episode)
-WHERE e.status = 'raw' AND e.distill_attempts >= $attempts AND ($team IS NULL OR e.team = $team)
+WHERE e.status = 'raw' AND e.distill_attempts > 0 AND e.distilled_at IS NOT NULL
+  AND ($team IS NULL OR e.team = $team)
 RETURN e.team AS team, e.id AS id
 
 // -- count_new_raw --

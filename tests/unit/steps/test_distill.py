@@ -208,7 +208,7 @@ def test_an_outage_counts_one_attempt_a_night_however_often_the_night_runs(fake:
         # Given up only once max_attempts distinct nights failed: then it is asked no more that night.
         assert all((e.distilled_at is not None) == last for e in eps)
         assert len(fake.llm.asked) - asked == (1 if last else 4)
-    assert retry.given_up(fake.graph, tries) == {TEAM: len(ids)}
+    assert retry.given_up(fake.graph) == {TEAM: len(ids)}
 
 
 def test_the_nights_are_told_apart_in_the_schedules_time_zone(fake: Fake) -> None:
@@ -243,24 +243,34 @@ def test_a_group_answered_after_failed_nights_starts_afresh(fake: Fake) -> None:
     ] * len(failed)
 
 
+def test_an_episode_in_no_group_asked_forgets_its_failed_nights(fake: Fake) -> None:
+    # Its group fell apart (or was declined before and nothing joined it): taken into account, and
+    # never counted as given up.
+    failed = [e.model_copy(update={"distill_attempts": 1, "distill_night": "2026-11-27"}) for e in rules()]
+    plan = distill.decide(inputs(failed, (), asked=(), fresh_groups=0, night="2026-11-28"), fake.settings, NIGHT)
+    assert {tuple(sorted(m.changes().items())) for m in plan.marks} == {
+        (("distill_attempts", None), ("distill_night", None), ("distilled_at", NIGHT))
+    }
+
+
 def test_retry_releases_the_given_up_episodes_and_the_next_night_asks_again(fake: Fake) -> None:
     fake.add(*rules(), episode("other", "Deploys happen on Tuesdays only, never on Fridays.", "lea"))
     fake.llm.beliefs = lambda r: Unanswered("the model is down")
     tries = fake.settings.distill.max_attempts
     for n in range(tries):
         _run(fake, NIGHT + timedelta(days=n))
-    given = fake.graph.given_up_episodes(tries)
+    given = fake.graph.given_up_episodes()
     assert given == {TEAM: sorted(e.id for e in fake.graph.episodes_by_status(TEAM, ["raw"]) if e.distill_attempts)}
     asked = len(fake.llm.asked)
     _run(fake, NIGHT + timedelta(days=tries))
     assert len(fake.llm.asked) == asked  # given up: not asked on its own any more
 
-    assert retry.release_given_up(fake.graph, [TEAM], tries) == {TEAM: len(given[TEAM])}
-    assert retry.given_up(fake.graph, tries) == {}
+    assert retry.release_given_up(fake.graph, [TEAM]) == {TEAM: len(given[TEAM])}
+    assert retry.given_up(fake.graph) == {}
     back = fake.graph.get_episodes(given[TEAM])
     assert {(e.distill_attempts, e.distill_night, e.distilled_at) for e in back} == {(0, None, None)}
     fake.llm.beliefs = belief_of_all(STATEMENT)  # the model is back
     _run(fake, NIGHT + timedelta(days=tries + 1))
     assert len(fake.llm.asked) == asked + 1
     assert [p.statement for p in fake.graph.patterns(TEAM)] == [STATEMENT]
-    assert retry.release_given_up(fake.graph, [TEAM], tries) == {TEAM: 0}  # nothing left: a no-op
+    assert retry.release_given_up(fake.graph, [TEAM]) == {TEAM: 0}  # nothing left: a no-op
