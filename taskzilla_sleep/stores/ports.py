@@ -347,7 +347,7 @@ class LeaseStore(Protocol):
 
     def mark_ingest(self, mark: IngestMark) -> None:
         """Create or replace an ingest's mark; once it has ``ended``, the marks that ended or expired
-        over a day before are dropped (a second write)."""
+        over an hour before are dropped (a second write)."""
         ...
 
     def ingest_marks(self, since_ms: int) -> list[IngestMark]:

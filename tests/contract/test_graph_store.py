@@ -1624,7 +1624,7 @@ def mark(i: str, teams: tuple[str, ...] = ("platform",), expires: int = 10_000, 
 
 
 def test_ingest_marks_are_created_renewed_ended_and_read_by_time(graph_store: GraphStore) -> None:
-    t = int(time.time() * 1000)  # an end drops marks a day old by the wall clock: these are recent
+    t = int(time.time() * 1000)  # an end drops marks an hour old by the wall clock: these are recent
     a, b = (
         mark("ingest-a", expires=t + 5_000),
         mark("ingest-b", ("platform", "billing"), expires=t + 9_000, pid_ns=None),
@@ -1643,26 +1643,26 @@ def test_ingest_marks_are_created_renewed_ended_and_read_by_time(graph_store: Gr
     assert graph_store.ingest_marks(t + 9_501) == [renewed]
 
 
-def test_an_ended_mark_drops_the_marks_that_ended_a_day_before(graph_store: GraphStore) -> None:
+def test_an_ended_mark_drops_the_marks_that_ended_an_hour_before(graph_store: GraphStore) -> None:
     now = int(time.time() * 1000)
-    day = 86_400_000
-    crashed = [mark(f"ingest-crashed-{i}", expires=now - day - 1_000 - i) for i in range(12)]  # never ended
+    hour = 3_600_000
+    crashed = [mark(f"ingest-crashed-{i}", expires=now - hour - 1_000 - i) for i in range(12)]  # never ended
     for m in crashed:
         graph_store.mark_ingest(m)
-    recent = mark("ingest-recent", expires=now - day + 60_000)  # expired less than a day ago
+    recent = mark("ingest-recent", expires=now - hour + 60_000)  # expired less than an hour ago
     running = mark("ingest-running", expires=now + 60_000)
     graph_store.mark_ingest(recent)
     graph_store.mark_ingest(running)
     assert len(graph_store.ingest_marks(0)) == 14  # starting or renewing drops nothing
     done = mark("ingest-done", expires=now, ended=True)
-    graph_store.mark_ingest(done)  # an end: the marks a day old go
+    graph_store.mark_ingest(done)  # an end: the marks an hour old go
     assert graph_store.ingest_marks(0) == [done, recent, running]
 
 
 def test_many_marks_made_and_dropped_leave_the_label_readable(graph_store: GraphStore) -> None:
     # FalkorDB once failed every later scan of a label after thousands of commits deleting its nodes
     # (stores/cypher/episodes.py): marks are dropped by a write of their own, and read back after.
-    old = int(time.time() * 1000) - 2 * 86_400_000
+    old = int(time.time() * 1000) - 2 * 3_600_000
     for i in range(300):
         graph_store.mark_ingest(mark(f"ingest-{i}", expires=old + i, ended=True))
     graph_store.mark_ingest(mark("ingest-last", expires=int(time.time() * 1000), ended=True))

@@ -45,6 +45,7 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Alert", "status"),
     ("Episode", "stage"),
     ("Entity", "stage"),
+    ("IngestMark", "expires_at"),
 )
 
 
