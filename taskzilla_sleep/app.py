@@ -53,6 +53,7 @@ class Services:
             Limits.of(s),
             clock or (lambda: datetime.now(UTC)),
             self.instruments,
+            self.settings.worker.lease_ttl_s,
         )
 
     def close(self) -> None:

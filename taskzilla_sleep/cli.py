@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from taskzilla_sleep import __version__, cli_alerts, cli_audit, cli_mcp, cli_memory, cli_ops, progress
+from taskzilla_sleep import __version__, cli_alerts, cli_audit, cli_distill, cli_mcp, cli_memory, cli_ops, progress
 from taskzilla_sleep.cli_memory import BY_HELP, port_number
 from taskzilla_sleep.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.logs import configure_logging
@@ -144,6 +144,7 @@ def make_parser() -> argparse.ArgumentParser:
     cli_mcp.add_parser(sub, common)  # mcp
     cli_alerts.add_parsers(sub, common)  # alerts list, alerts requeue
     cli_audit.add_parsers(sub, common)  # audit list
+    cli_distill.add_parsers(sub, common)  # distill retry
     return p
 
 
@@ -214,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             **cli_mcp.HANDLERS,  # mcp
             **cli_alerts.HANDLERS,  # alerts
             **cli_audit.HANDLERS,  # audit
+            **cli_distill.HANDLERS,  # distill retry
         }[args.command]
         return handler(args, settings, secrets)
     except TaskzillaError as exc:
@@ -457,6 +459,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
     from taskzilla_sleep.report.html import write_html
     from taskzilla_sleep.report.model import build_report
     from taskzilla_sleep.report.text import render_text
+    from taskzilla_sleep.steps.distill.retry import given_up
 
     if args.runs < 1:
         raise UsageError("--runs must be at least 1")
@@ -471,6 +474,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             index_cap=settings.memory_index.max_entries,
             grace_days=settings.decay.grace_hours / 24,
             tz=settings.schedule.timezone,
+            given_up=given_up(s.graph),
         )
         written = write_html(report, html)
     if args.json:

@@ -266,10 +266,13 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
     except KeyboardInterrupt:
         return say_interrupted(shown, reconcile_interrupted_note(shown, args.check))
     text = f"drift: {report.missing} missing vectors, {report.orphans} orphan vectors; repaired {report.repaired}"
+    if report.in_flight:
+        text += f"; {report.in_flight} episodes an ingest in flight is still embedding (not drift)"
     if report.rebuild_leftovers:
         what = "found" if args.check else "dropped"
         text += f"; {what} what an interrupted collection rebuild left: {', '.join(report.rebuild_leftovers)}"
-    data = report.model_dump(mode="json") | {"drift": report.drift}
+    data = report.model_dump(mode="json") | {"drift": report.drift, "repaired": report.repaired}
+    data["in_flight"] = report.in_flight
     totals = {k: data[k] for k in ("repair", "stale_stages", "quarantined", "drift")}
     totals |= {"missing": report.missing, "orphans": report.orphans, "repaired": report.repaired}
     shown.finish(totals, f"done in {shown.elapsed():.1f} s: {text}")

@@ -10,6 +10,7 @@ a connected tool can re-derive: counted and logged, not stored.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,7 +22,8 @@ from pydantic import ValidationError
 
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.faults import crashpoint, pausepoint
+from taskzilla_sleep.inflight import announced
 from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.models import (
     CONTENT_FIELDS,
@@ -308,8 +310,10 @@ class Ingestor:
         limits: Limits,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         instruments: Instruments | None = None,
+        mark_ttl_s: float = 120.0,
     ) -> None:
         self._graph = graph
+        self._mark_ttl_s = mark_ttl_s  # how long an announced ingest's mark lasts unless renewed
         self._instruments = instruments
         self._vectors = vectors
         self._extractor = extractor
@@ -382,15 +386,19 @@ class Ingestor:
         # A crash between the two leaves episodes that have no vector yet; running the same ingest
         # again finds them "already present" in the graph and embeds the missing vectors below
         # (reconcile repairs the same drift).
+        # Announced in the graph (inflight.py) while its new episodes wait for their vectors: no
+        # reconcile, in this process or another, takes them for drift.
         links = [lk for e in new for lk in self._extractor.links(e)]
-        report.new = self._graph.upsert_episodes(new, links)
-        progress.stored = report.new
-        if self._instruments is not None:  # counted once the graph (the source of truth) committed
-            self._instruments.ingested(report.new, report.skipped_by_connector)
-        crashpoint("ingest.after_graph")
+        teams = sorted({e.team for e in new})
+        with announced(self._graph, teams, self._mark_ttl_s) if new else contextlib.nullcontext(None) as mark:
+            report.new = self._graph.upsert_episodes(new, links, ingest=mark)
+            progress.stored = report.new
+            if self._instruments is not None:  # counted once the graph (the source of truth) committed
+                self._instruments.ingested(report.new, report.skipped_by_connector)
+            crashpoint("ingest.after_graph")
 
-        live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
-        report.vectors_repaired = self._embed_missing(live, set(existing), progress)
+            live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
+            report.vectors_repaired = self._embed_missing(live, set(existing), progress)
         log.info(
             "episodes_ingested",
             source=source,
@@ -438,5 +446,6 @@ class Ingestor:
                 )
                 progress.embedded += len(batch)
                 progress.changed()
+                pausepoint("ingest.after_vector_batch")
             repaired += sum(1 for e in todo if e.id in previously_present)
         return repaired

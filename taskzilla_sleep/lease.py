@@ -51,6 +51,11 @@ def _pid_namespace() -> str | None:
         return None  # not Linux: never judge another process dead
 
 
+def pid_namespace() -> str | None:
+    """This process's pid namespace (None off Linux): with the host, where a holder's pid means something."""
+    return _pid_namespace()
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -244,7 +244,10 @@ class Episode(BaseModel):
     # Set by the nightly distill that took this episode into account (asked about its group, or
     # found no group for it); None = arrived since, still to be distilled, whatever its ``ts`` says.
     distilled_at: Time | None = None
-    distill_attempts: int = 0  # nightly distills whose question about its group got no usable answer
+    distill_attempts: int = 0  # nights whose distill asked about its group and got no usable answer
+    # The night that counted the last of them (``scheduler.calendar_night``: its date in the schedule's
+    # time zone): a rerun, a catch-up or a watchdog pass of that night counts no second. None: none yet.
+    distill_night: str | None = None
     # The size of the largest group holding it that the model found no belief in (0: none). Such a
     # group is asked again only once enough messages it did not see have joined it.
     declined_size: int = 0

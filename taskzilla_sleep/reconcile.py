@@ -5,6 +5,10 @@ between the graph write and the vector write, or a vector deleted behind our bac
 whose item is gone from the graph or no longer live (retired, pruned, superseded). Repair embeds
 the missing vectors from the graph's text and deletes the orphans. It also drops what an
 interrupted collection rebuild left behind (stores/chroma_generations.py).
+
+An ingest in flight is not drift: the episodes an announced ingest (``inflight.py``) stored and is
+still embedding are left out — counted as ``in_flight``, neither reported as drift nor embedded
+twice — whichever process runs the ingest and whichever runs the reconcile.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from datetime import UTC, datetime
 import structlog
 from pydantic import BaseModel, Field
 
+from taskzilla_sleep import inflight
 from taskzilla_sleep.ingest import episode_metadata, pattern_metadata
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, VectorKind, VectorStore
@@ -31,6 +36,7 @@ class DriftCounts(BaseModel):
     missing_vectors: int = 0  # live in the graph, no vector
     orphan_vectors: int = 0  # a vector with no live graph item
     repaired: int = 0
+    in_flight: int = 0  # live, no vector yet: an announced ingest is writing it (not drift)
 
 
 class ReconcileReport(BaseModel):
@@ -55,6 +61,10 @@ class ReconcileReport(BaseModel):
         return sum(c.repaired for kinds in self.by_team.values() for c in kinds.values())
 
     @property
+    def in_flight(self) -> int:
+        return sum(c.in_flight for kinds in self.by_team.values() for c in kinds.values())
+
+    @property
     def drift(self) -> int:
         return self.missing + self.orphans
 
@@ -70,6 +80,7 @@ def reconcile(
     """``progress(done, total)``: team collections checked (and repaired) so far, of all of them.
     ``teams``: only these (a worker's team job; another replica may be mid-step on any other team)."""
     report = ReconcileReport(repair=repair)
+    began = inflight.now_ms()  # an ingest running at any time from here on is not drift
     if repair:
         report.stale_stages = graph.drop_stale_stages()
     report.rebuild_leftovers = vectors.drop_leftovers(REBUILD_GRACE_S, dry_run=not repair)
@@ -83,12 +94,17 @@ def reconcile(
             present = vectors.present(team, vkind)
             missing = sorted(live - present)
             orphans = sorted(present - live)
-            counts = DriftCounts(missing_vectors=len(missing), orphan_vectors=len(orphans))
+            writing = inflight.writing(graph, team, began) if missing and kind == "episode" else set()
+            counts = DriftCounts(in_flight=sum(1 for i in missing if i in writing))
+            missing = [i for i in missing if i not in writing]
+            counts.missing_vectors, counts.orphan_vectors = len(missing), len(orphans)
             if repair and missing:
                 counts.repaired += _embed(graph, vectors, team, kind, vkind, missing)
             if repair and orphans:
                 vectors.delete(team, vkind, orphans)
                 counts.repaired += len(orphans)
+            if counts.in_flight:
+                log.info("drift_in_flight_skipped", team=team, kind=kind, episodes=counts.in_flight)
             if missing or orphans:
                 log.warning(
                     "drift_found",
@@ -108,6 +124,7 @@ def reconcile(
         missing=report.missing,
         orphans=report.orphans,
         repaired=report.repaired,
+        in_flight=report.in_flight,
         stale_stages=report.stale_stages,
         quarantined=report.quarantined,
         rebuild_leftovers=len(report.rebuild_leftovers),

@@ -99,3 +99,12 @@ class NightlySchedule:
 
     def key(self, night: datetime) -> str:
         return night.astimezone(self.tz).date().isoformat()
+
+
+def calendar_night(t: datetime, s: ScheduleSettings) -> str:
+    """The calendar night ``t`` belongs to: the key (local date) of the last nightly slot at or before
+    it. The day after a night belongs to that night (a watchdog pass at 14:00, a run-once, a catch-up
+    before the next slot); the next slot begins the next one. A scheduled night's runs record the same
+    key as their ``slot``."""
+    schedule = NightlySchedule(s)
+    return schedule.key(schedule.last_night(t))

@@ -227,6 +227,7 @@ class MemoryService:
         """The report of the last ``runs`` nights with its verdicts (admin): of the token's teams' jobs
         only, the whole ledger for a token of every team."""
         from taskzilla_sleep.report.model import TeamsLedger, build_report
+        from taskzilla_sleep.steps.distill.retry import given_up
 
         access.require("admin")
         s = self.settings
@@ -237,6 +238,7 @@ class MemoryService:
             grace_days=s.decay.grace_hours / 24,
             tz=s.schedule.timezone,
             now=self.clock(),
+            given_up={t: n for t, n in given_up(self.graph).items() if access.sees(t)},
         )
 
     def export(self, access: Access, team: str | None, out: IO[str]) -> dict[str, int]:

@@ -66,6 +66,7 @@ UNRECORDED_WRITES: Mapping[str, str] = {
     "add_session_notice": "console sessions",
     "end_session": "console sessions",
     "remember_request": "chat requests already taken (replays)",
+    "mark_ingest": "an ingest in flight announcing itself (reconcile's bookkeeping)",
     "ensure_schema": "schema",
     "close": "life cycle",
 }

@@ -9,7 +9,7 @@ the metrics scrape can build nights without loading the text or HTML views.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -83,6 +83,7 @@ class Report(BaseModel):
     open_contradictions: int = 0
     open_updates: int = 0  # ... of which changes to confirm (the rest: people disagree)
     pinned_facts: int = 0
+    given_up: dict[str, int] = Field(default_factory=dict)  # per team, messages of groups distill gave up on
     lag_p50_s: float | None = None  # over every pattern created in the window
     lag_p95_s: float | None = None
 
@@ -122,6 +123,7 @@ def build_report(
     grace_days: float,
     tz: str = "UTC",
     now: Time | None = None,
+    given_up: Mapping[str, int] | None = None,
 ) -> Report:
     """The last ``n`` nights of the ledger (a scheduled night's team jobs merged into one; a run with
     no slot, such as a run-once or a watchdog distill, is one; dry runs skipped), oldest first, with the
@@ -130,7 +132,8 @@ def build_report(
     ``memory_index_sizes``: entries in the memory index per night, oldest first, when the caller
     keeps them; without them (and without sizes in the ledger) the index signal is "unknown".
     ``index_cap`` and ``grace_days``: ``memory_index.max_entries`` and ``decay.grace_hours`` / 24 of
-    the caller's settings. ``tz``: IANA zone the times are shown in.
+    the caller's settings. ``tz``: IANA zone the times are shown in. ``given_up``: per team, the raw
+    messages of the groups distill gave up on (``steps.distill.retry.given_up``), when the caller read them.
     """
     if n < 1:
         raise UsageError(f"--runs must be at least 1, got {n}")
@@ -162,13 +165,14 @@ def build_report(
             merges_signal(nights),
             memory_index_signal(sizes, index_cap),
             pinned_facts_signal(pinned),
-            failed_steps_signal(nights),
+            failed_steps_signal(nights, given_up),
             contradictions_signal(nights, len(open_cons), min((c.opened_at for c in open_cons), default=None), as_of),
         ],
         memory_index_sizes=sizes,
         open_contradictions=len(open_cons),
         open_updates=sum(c.kind.value == "update" for c in open_cons),
         pinned_facts=len(pinned),
+        given_up={t: n for t, n in sorted((given_up or {}).items()) if n},
         lag_p50_s=percentile(lags, 50),
         lag_p95_s=percentile(lags, 95),
     )

@@ -12,7 +12,7 @@ caller passes them from the Settings it runs with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal, TypeVar
 
@@ -217,10 +217,15 @@ def pinned_facts_signal(pinned: Sequence[Pattern]) -> Signal:
     return Signal(name="pinned_facts", title=title, verdict="ok", reason=reason)
 
 
-def failed_steps_signal(nights: Sequence[Night]) -> Signal:
-    """Failed steps = 0; a failure already followed by a clean night is 'watch', not an alarm."""
+def failed_steps_signal(nights: Sequence[Night], given_up: Mapping[str, int] | None = None) -> Signal:
+    """Failed steps = 0; a failure already followed by a clean night is 'watch', not an alarm — unless
+    distill gave up on groups (``given_up``: per team, the raw messages of groups that got no usable
+    answer on ``distill.max_attempts`` nights): then nothing has recovered until a person retries them."""
     title = "failed steps = 0"
+    held = _given_up_line(given_up or {})
     if not nights:
+        if held:
+            return Signal(name="failed_steps", title=title, verdict="watch", reason=held)
         return Signal(name="failed_steps", title=title, verdict="unknown", reason="no runs in the ledger")
     failed = [(x, s) for x in nights for s in x.steps if s.status == "failed"]
     abandoned = [(x, s) for x in nights for s in x.steps if s.status == "abandoned"]
@@ -232,23 +237,36 @@ def failed_steps_signal(nights: Sequence[Night]) -> Signal:
             name="failed_steps",
             title=title,
             verdict="bad",
-            reason=f"last run: {s.step} failed: {s.error or 'no error recorded'}",
+            reason=f"last run: {s.step} failed: {s.error or 'no error recorded'}" + (f"; {held}" if held else ""),
         )
-    if failed or abandoned or last.status == "incomplete":
+    if failed or abandoned or last.status == "incomplete" or held:
         bits = []
         if failed:
             steps = ", ".join(sorted({s.step for _, s in failed}))
-            bits.append(
-                f"{len(failed)} failed step(s) earlier ({steps})" + (", since recovered" if last.status == "ok" else "")
-            )
+            recovered = last.status == "ok" and not held
+            bits.append(f"{len(failed)} failed step(s) earlier ({steps})" + (", since recovered" if recovered else ""))
         if abandoned:
             bits.append(f"{len(abandoned)} step(s) abandoned at a shutdown")
         if last.status == "incomplete":
             bits.append("the last run has not finished (still running, or the worker stopped mid-run)")
+        if held:
+            bits.append(held)
         return Signal(name="failed_steps", title=title, verdict="watch", reason="; ".join(bits))
     total = sum(len(x.steps) for x in nights)
     return Signal(
         name="failed_steps", title=title, verdict="ok", reason=f"0 failed of {total} steps in {len(nights)} runs"
+    )
+
+
+def _given_up_line(given_up: Mapping[str, int]) -> str:
+    teams = {t: n for t, n in sorted(given_up.items()) if n}
+    if not teams:
+        return ""
+    where = ", ".join(f"{t} {n}" for t, n in teams.items())
+    retry = " ".join(f"--team {t}" for t in teams)
+    return (
+        f"distill gave up on groups without a usable answer: {sum(teams.values())} message(s) waiting ({where}); "
+        f"`taskzilla-sleep distill retry {retry}` asks again"
     )
 
 

@@ -91,6 +91,7 @@ def episode_props(ep: Episode) -> Row:
         "pinned": ep.pinned,
         "distilled_at": to_ms(ep.distilled_at) if ep.distilled_at else None,
         "distill_attempts": ep.distill_attempts or None,
+        "distill_night": ep.distill_night,
         "declined_size": ep.declined_size or None,
         "content_hash": ep.content_hash(),
     }
@@ -116,6 +117,7 @@ def episode_from_props(p: Row) -> Episode:
         pinned=bool(p.get("pinned", False)),
         distilled_at=_time(p, "distilled_at"),
         distill_attempts=int(p.get("distill_attempts") or 0),
+        distill_night=p.get("distill_night"),
         declined_size=int(p.get("declined_size") or 0),
     )
 
@@ -162,6 +164,16 @@ def record_from_row(p: Row, mentions: list[list[object]]) -> EpisodeRecord:
 def update_row(u: ItemUpdate) -> Row:
     """``{"id", "set"}`` for ``SET n += row.set``: only the fields the update gives (None clears one)."""
     return {"id": u.id, "set": {k: value(v) for k, v in u.changes().items()}}
+
+
+def update_rows(u: ItemUpdate) -> list[Row]:
+    """``update_row`` with each field to clear in a row of its own: FalkorDB 4.16 (FalkorDB#1787)
+    removes the wrong properties when one SET clears two or more of a node, but applies the rows of
+    one UNWIND one by one, correctly (tests/contract/test_graph_store.py, "releasing")."""
+    changes = {k: value(v) for k, v in u.changes().items()}
+    kept = {k: v for k, v in changes.items() if v is not None}
+    rows: list[Row] = [{"id": u.id, "set": kept}] if kept or not changes else []
+    return rows + [{"id": u.id, "set": {k: None}} for k, v in changes.items() if v is None]
 
 
 def retirement_row(r: Retirement) -> Row:

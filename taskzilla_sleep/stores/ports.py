@@ -36,6 +36,7 @@ from taskzilla_sleep.stores.records import (
     Forgetting,
     GraphBackend,
     GraphCounts,
+    IngestMark,
     ItemKind,
     ItemRef,
     ItemUpdate,
@@ -69,8 +70,11 @@ class EpisodeStore(Protocol):
         """Status and content of each of ``ids`` that the graph knows (retired/pruned included)."""
         ...
 
-    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
-        """Create the episodes not stored yet (existing ones are left untouched) and link their entities.
+    def upsert_episodes(
+        self, episodes: Sequence[Episode], links: Sequence[EntityLink], ingest: str | None = None
+    ) -> int:
+        """Create the episodes not stored yet (existing ones are left untouched) and link their entities;
+        ``ingest``: the id of the announced ingest (``mark_ingest``) writing them, kept on each.
 
         All or nothing, whatever the backend raises: no reader sees a part of it. Returns how many
         episodes were created.
@@ -119,6 +123,10 @@ class EpisodeStore(Protocol):
         ...
 
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int: ...
+
+    def given_up_episodes(self, team: str | None = None) -> dict[str, list[str]]:
+        """Raw episodes distill gave up on (taken into account with failed nights): ids by team, sorted."""
+        ...
 
     def count_new_raw(self, team: str, since: datetime) -> int:
         """Raw, learnable-provenance (not ai-draft) episodes ingested after ``since`` (the watchdog's trigger)."""
@@ -355,6 +363,19 @@ class LeaseStore(Protocol):
 
     def lease_state(self, name: str) -> LeaseState | None: ...
 
+    def mark_ingest(self, mark: IngestMark) -> None:
+        """Create or replace an ingest's mark; once it has ``ended``, the marks that ended or expired
+        over an hour before are dropped (a second write)."""
+        ...
+
+    def ingest_marks(self, since_ms: int) -> list[IngestMark]:
+        """The marks of the ingests running at ``since_ms`` or later (expiring or ended then or after)."""
+        ...
+
+    def ingest_episodes(self, team: str, ingests: Sequence[str]) -> set[str]:
+        """The live episodes of ``team`` that the ingests ``ingests`` stored (``upsert_episodes``)."""
+        ...
+
 
 class SessionStore(Protocol):
     """Console sessions and the chat requests already taken: in the graph, so every replica sees them."""
@@ -471,6 +492,7 @@ __all__ = [
     "GraphBackend",
     "GraphCounts",
     "GraphStore",
+    "IngestMark",
     "ItemKind",
     "ItemRef",
     "ItemUpdate",

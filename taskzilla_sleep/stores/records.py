@@ -161,6 +161,7 @@ class EpisodeUpdate(ItemUpdate):
     absorbed_by: str | None = None
     distilled_at: Time | None = None
     distill_attempts: int | None = None
+    distill_night: str | None = None
     declined_size: int | None = None
 
 
@@ -242,6 +243,28 @@ class SessionRecord:
     created_ms: int  # wall clock
     last_seen_ms: int
     notices: tuple[str, ...] = ()  # one-shot messages for the next page, oldest first
+
+
+# An ingest's mark is dropped an hour after it ended or expired: a reconcile needs it only while it
+# compares a team's two stores, seconds after reading them.
+MARK_KEPT_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class IngestMark:
+    """An ingest in flight, announced in the graph: any process's reconcile tells the episodes it is
+    still embedding (stored with its id) from drift. Wall-clock times, as a lease's: renewed while it
+    runs, ``expires_at_ms`` set to its end when it ends (``ended``)."""
+
+    id: str
+    holder: str  # who runs it, as ops read a lease holder: ingest@HOST:PID:NONCE, worker@…
+    host: str
+    pid_ns: str | None
+    pid: int
+    teams: tuple[str, ...]
+    started_at_ms: int
+    expires_at_ms: int
+    ended: bool = False
 
 
 class AlertRecord(BaseModel):

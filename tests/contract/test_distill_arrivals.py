@@ -26,7 +26,8 @@ from taskzilla_sleep.llm.base import (
     Verdict,
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.models import Pattern, PatternStatus
+from taskzilla_sleep.models import Episode, Pattern, PatternStatus
+from taskzilla_sleep.steps.distill import retry
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 
 NEXT = NIGHT + timedelta(days=1)
@@ -158,6 +159,45 @@ def test_a_group_that_never_gets_a_usable_answer_is_given_up_and_reported(stack:
     # Night 1 had other questions answered; on the later nights the Friday group was the only question.
     assert status == ["ok"] + ["failed"] * (tries - 1) + ["ok"]
     assert _friday(stack) == []
+
+
+def _friday_episodes(stack: Stack) -> list[Episode]:
+    return [e for e in stack.graph.episodes_by_status(TEAM, ["raw"]) if e.distill_attempts or e.distill_night]
+
+
+def test_an_outage_counts_once_a_night_however_often_the_night_runs(stack: Stack) -> None:
+    """Issue 27 item 5: the night, its rerun, a run-once at noon and a watchdog pass over the whole
+    window in the afternoon all get no usable answer for the Friday group: one failed night. Given up
+    after ``distill.max_attempts`` distinct nights; `distill retry` (``release_given_up``) asks again."""
+    stack.ingest_sample()
+    flaky = FlakyModel(stack.llm, distill_fails=_about_friday)
+    tries = stack.settings.distill.max_attempts
+    for n in range(tries):
+        night = NIGHT + timedelta(days=n)
+        runs = [
+            stack.night(night, llm=flaky),
+            stack.night(night + timedelta(minutes=20), steps=["distill"], llm=flaky),
+            stack.night(night + timedelta(hours=9), steps=["distill"], llm=flaky),
+            stack.night(night + timedelta(hours=13), steps=["distill"], llm=flaky, trigger="watchdog"),
+        ]
+        friday = _friday_episodes(stack)
+        assert len(friday) >= 3 and {e.distill_attempts for e in friday} == {n + 1}, [
+            (e.id, e.distill_attempts, e.distill_night) for e in friday
+        ]
+        assert {e.distill_night for e in friday} == {night.date().isoformat()}
+        given_up = [next(x for x in r.run.steps if x.step == "distill").counts["given_up_groups"] for r in runs]
+        assert given_up == ([1, 0, 0, 0] if n + 1 == tries else [0] * 4)
+        assert all((e.distilled_at is not None) == (n + 1 == tries) for e in friday)
+    assert retry.given_up(stack.graph) == {TEAM: len(_friday_episodes(stack))}
+    assert _friday(stack) == []
+
+    assert retry.release_given_up(stack.graph, [TEAM]) == {TEAM: len(friday)}
+    assert retry.given_up(stack.graph) == {}
+    back = stack.graph.get_episodes([e.id for e in friday])
+    assert {(e.distill_attempts, e.distill_night, e.distilled_at) for e in back} == {(0, None, None)}
+    again = stack.night(NIGHT + timedelta(days=tries), llm=stack.llm)  # the model answers again
+    assert again.ok, [s.error for s in again.run.steps]
+    assert len(_friday(stack)) == 1 and _friday(stack)[0].support_count >= 3
 
 
 def test_a_night_without_any_usable_answer_fails_and_the_rerun_learns(stack: Stack) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -41,6 +42,7 @@ from taskzilla_sleep.stores.ports import (
     Forgetting,
     GraphCounts,
     GraphStore,
+    IngestMark,
     LeaseClaim,
     LeaseState,
     Mention,
@@ -1573,7 +1575,7 @@ def test_a_lease_is_released_only_by_its_holder(graph_store: GraphStore) -> None
     assert graph_store.lease_state("never-taken") is None
 
 
-# == console sessions and the chat requests already taken =========================================
+# == console sessions and the chat requests already taken ==================================
 
 
 def session(key: str, seen_ms: int, **over: object) -> SessionRecord:
@@ -1648,6 +1650,129 @@ def test_one_of_many_replicas_taking_the_same_request_wins(graph_store: GraphSto
         for t in threads:
             t.join(timeout=30)
         assert len(wins) == 1
+
+
+# -- ingests in flight (issue 27 item 8) -----------------------------------------------------------
+
+
+def mark(i: str, teams: tuple[str, ...] = ("platform",), expires: int = 10_000, **over: object) -> IngestMark:
+    base: dict[str, object] = {
+        "id": i,
+        "holder": f"ingest@host-1:{len(i)}:abc",
+        "host": "host-1",
+        "pid_ns": "pid:[4026531836]",
+        "pid": 4242,
+        "teams": teams,
+        "started_at_ms": 1_000,
+        "expires_at_ms": expires,
+    }
+    return IngestMark(**(base | over))  # type: ignore[arg-type]
+
+
+def test_ingest_marks_are_created_renewed_ended_and_read_by_time(graph_store: GraphStore) -> None:
+    t = int(time.time() * 1000)  # an end drops marks an hour old by the wall clock: these are recent
+    a, b = (
+        mark("ingest-a", expires=t + 5_000),
+        mark("ingest-b", ("platform", "billing"), expires=t + 9_000, pid_ns=None),
+    )
+    graph_store.mark_ingest(a)
+    graph_store.mark_ingest(b)
+    assert graph_store.ingest_marks(0) == [a, b]
+    assert graph_store.ingest_marks(t + 5_000) == [a, b]  # expiring at that time: running then
+    assert graph_store.ingest_marks(t + 5_001) == [b]
+    renewed = replace(a, expires_at_ms=t + 12_000)
+    graph_store.mark_ingest(renewed)
+    assert graph_store.ingest_marks(t + 9_001) == [renewed]
+    ended = replace(b, expires_at_ms=t + 9_500, ended=True)
+    graph_store.mark_ingest(ended)  # a recent end: nothing is dropped
+    assert graph_store.ingest_marks(0) == [renewed, ended]
+    assert graph_store.ingest_marks(t + 9_501) == [renewed]
+
+
+def test_an_ended_mark_drops_the_marks_that_ended_an_hour_before(graph_store: GraphStore) -> None:
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    crashed = [mark(f"ingest-crashed-{i}", expires=now - hour - 1_000 - i) for i in range(12)]  # never ended
+    for m in crashed:
+        graph_store.mark_ingest(m)
+    recent = mark("ingest-recent", expires=now - hour + 60_000)  # expired less than an hour ago
+    running = mark("ingest-running", expires=now + 60_000)
+    graph_store.mark_ingest(recent)
+    graph_store.mark_ingest(running)
+    assert len(graph_store.ingest_marks(0)) == 14  # starting or renewing drops nothing
+    done = mark("ingest-done", expires=now, ended=True)
+    graph_store.mark_ingest(done)  # an end: the marks an hour old go
+    assert graph_store.ingest_marks(0) == [done, recent, running]
+
+
+def test_many_marks_made_and_dropped_leave_the_label_readable(graph_store: GraphStore) -> None:
+    # FalkorDB once failed every later scan of a label after thousands of commits deleting its nodes
+    # (stores/cypher/episodes.py): marks are dropped by a write of their own, and read back after.
+    old = int(time.time() * 1000) - 2 * 3_600_000
+    for i in range(300):
+        graph_store.mark_ingest(mark(f"ingest-{i}", expires=old + i, ended=True))
+    graph_store.mark_ingest(mark("ingest-last", expires=int(time.time() * 1000), ended=True))
+    assert [m.id for m in graph_store.ingest_marks(0)] == ["ingest-last"]
+
+
+def test_an_upsert_keeps_its_ingest_and_the_live_episodes_of_an_ingest_are_found(graph_store: GraphStore) -> None:
+    a = [ep(1), ep(2), ep(3, status=EpisodeStatus.RETIRED)]
+    graph_store.upsert_episodes(a, links(a), ingest="ingest-a")
+    other = [ep(4), ep(5, team="billing")]
+    graph_store.upsert_episodes(other, links(other), ingest="ingest-b")
+    graph_store.upsert_episodes([ep(6)], [])  # an ingest from before marks (or a test): no ingest
+    assert graph_store.ingest_episodes("platform", ["ingest-a"]) == {a[0].id, a[1].id}  # live only
+    assert graph_store.ingest_episodes("platform", ["ingest-a", "ingest-b"]) == {a[0].id, a[1].id, other[0].id}
+    assert graph_store.ingest_episodes("billing", ["ingest-b"]) == {other[1].id}
+    assert graph_store.ingest_episodes("platform", []) == set()
+    graph_store.upsert_episodes([ep(1)], [], ingest="ingest-c")  # already stored: left as it is
+    assert graph_store.ingest_episodes("platform", ["ingest-c"]) == set()
+    (back,) = graph_store.get_episodes([a[0].id])
+    assert back == a[0]  # the ingest is the store's bookkeeping, not part of the episode
+
+
+# -- distill's given-up groups (issue 27 item 5) ---------------------------------------------------
+
+
+def test_given_up_episodes_are_the_raw_ones_taken_into_account_with_failed_nights(graph_store: GraphStore) -> None:
+    eps = [
+        ep(1, distill_attempts=3, distill_night="2026-11-30", distilled_at=T0),
+        ep(2, distill_attempts=5, distill_night="2026-12-01", distilled_at=T0),  # given up under another max
+        ep(3, distill_attempts=2, distill_night="2026-11-30"),  # still being retried: pending
+        ep(4, distill_attempts=3, distilled_at=T0, status=EpisodeStatus.PRUNED),  # gone from memory anyway
+        ep(5, team="billing", distill_attempts=3, distilled_at=T0),
+        ep(6, distilled_at=T0),  # taken into account, never failed
+        ep(7),
+    ]
+    graph_store.upsert_episodes(eps, [])
+    assert graph_store.given_up_episodes() == {"billing": [eps[4].id], "platform": [eps[0].id, eps[1].id]}
+    assert graph_store.given_up_episodes("platform") == {"platform": [eps[0].id, eps[1].id]}
+    assert graph_store.given_up_episodes("ops") == {}
+    assert by_id(graph_store.get_episodes([eps[0].id, eps[2].id])) == {eps[0].id: eps[0], eps[2].id: eps[2]}
+
+
+def test_releasing_clears_the_marks_whatever_was_written_between_them(graph_store: GraphStore) -> None:
+    # The order a real episode gets its properties in: failed nights, a recall, given up.
+    e = ep(1)
+    graph_store.upsert_episodes([e], [])
+    graph_store.update_episodes([EpisodeUpdate(id=e.id, distill_attempts=1, distill_night="2026-11-28")])
+    graph_store.mark_accessed([e.id], [], T0 + SECOND)
+    graph_store.update_episodes([EpisodeUpdate(id=e.id, declined_size=4)])
+    graph_store.update_episodes(
+        [EpisodeUpdate(id=e.id, distill_attempts=3, distill_night="2026-11-30", distilled_at=T0 + 2 * SECOND)]
+    )
+    graph_store.update_episodes([EpisodeUpdate(id=e.id, distilled_at=None, distill_attempts=None, distill_night=None)])
+    (back,) = graph_store.get_episodes([e.id])
+    assert back == e.model_copy(update={"last_accessed": T0 + SECOND, "declined_size": 4})
+
+
+def test_releasing_a_given_up_episode_clears_its_three_distill_marks(graph_store: GraphStore) -> None:
+    # What `distill retry` writes: three properties cleared in one update, the rest kept.
+    e = ep(1, distill_attempts=3, distill_night="2026-11-30", distilled_at=T0, declined_size=4, last_accessed=T0)
+    graph_store.upsert_episodes([e], [])
+    graph_store.update_episodes([EpisodeUpdate(id=e.id, distilled_at=None, distill_attempts=None, distill_night=None)])
+    (back,) = graph_store.get_episodes([e.id])
+    assert back == e.model_copy(update={"distilled_at": None, "distill_attempts": 0, "distill_night": None})
 
 
 # == the graph as a whole =========================================================================

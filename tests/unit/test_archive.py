@@ -21,7 +21,8 @@ NOW = datetime.fromisoformat("2026-11-28T03:15:00+01:00")
 # Every GraphStore method that only reads (a new method must be listed here, recorded, or in
 # recording.UNRECORDED_WRITES with the reason it is not).
 READS = {
-    "alerted_open_contradictions", "alerts", "archive_counts", "archive_records", "archived_items", "archived_texts", "contradictions",
+    "alerted_open_contradictions", "alerts", "archive_counts", "archive_records", "archived_items", "archived_texts",
+    "contradictions", "given_up_episodes", "ingest_marks", "ingest_episodes",
     "count_alerts", "count_episodes", "count_new_raw", "counts", "describe", "entity_neighbours", "episode_cards",
     "episode_entities", "episode_records", "episodes_by_author", "episodes_by_status", "episodes_in_window",
     "evidence_episode_ids", "get_change", "get_contradiction", "get_episodes", "get_meta", "get_run",

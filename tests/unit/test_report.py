@@ -266,6 +266,29 @@ def test_failed_steps_signal() -> None:
     assert s.verdict == "watch" and "has not finished" in s.reason
 
 
+def test_the_report_never_says_recovered_while_distill_has_given_up_groups(tmp_path: Path) -> None:
+    """Issue 27 item 5: a distill that failed earlier and a clean night since is not "recovered"
+    while the groups it gave up on wait: the report says how many and how to ask them again."""
+    nights = nights_of([make_run(0, failed="distill"), make_run(1)])
+    held = failed_steps_signal(nights, {"platform": 4, "billing": 0})
+    assert held.verdict == "watch" and "since recovered" not in held.reason
+    assert held.reason == (
+        "1 failed step(s) earlier (distill); distill gave up on groups without a usable answer: 4 message(s) "
+        "waiting (platform 4); `taskzilla-sleep distill retry --team platform` asks again"
+    )
+    # Failures gone from the window, groups still given up: still not ok.
+    quiet = failed_steps_signal(nights_of([make_run(d) for d in range(3)]), {"platform": 4, "ops": 2})
+    assert quiet.verdict == "watch" and "6 message(s) waiting (ops 2, platform 4)" in quiet.reason
+    assert "distill retry --team ops --team platform" in quiet.reason
+    # Retried (nothing given up any more): recovered, as before.
+    assert failed_steps_signal(nights, {}).reason == "1 failed step(s) earlier (distill), since recovered"
+
+    report = sample_report(tmp_path, [make_run(0, failed="distill"), make_run(1)], given_up={"platform": 4})
+    (signal,) = [x for x in report.signals if x.name == "failed_steps"]
+    assert signal.verdict == "watch" and "since recovered" not in signal.reason and report.given_up == {"platform": 4}
+    assert "distill retry --team platform" in render_text(report)
+
+
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
     from taskzilla_sleep.errors import UsageError
 
@@ -307,7 +330,9 @@ class EmptyLedger:
         return []
 
 
-def sample_report(tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | None = None) -> Report:
+def sample_report(
+    tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | None = None, given_up: dict[str, int] | None = None
+) -> Report:
     """A report over ``runs`` through the real builder, with a graph stand-in that holds only them."""
 
     class Ledger:
@@ -324,7 +349,14 @@ def sample_report(tmp_path: Path, runs: Sequence[Run], index: Sequence[int] | No
             return []
 
     return build_report(
-        Ledger(), 30, index, index_cap=CAP, grace_days=GRACE_DAYS, tz="Europe/Amsterdam", now=T0 + timedelta(days=30)
+        Ledger(),
+        30,
+        index,
+        index_cap=CAP,
+        grace_days=GRACE_DAYS,
+        tz="Europe/Amsterdam",
+        now=T0 + timedelta(days=30),
+        given_up=given_up,
     )
 
 

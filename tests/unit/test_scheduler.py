@@ -70,3 +70,25 @@ def test_scaled_clock_runs_fast_and_wakes_on_event() -> None:
     assert c.now() - t0 >= timedelta(minutes=59)
     wake.set()
     assert c.sleep(36000, wake) is True
+
+
+@pytest.mark.parametrize(
+    ("at", "night"),
+    [
+        ("2026-11-28T03:05:00+01:00", "2026-11-28"),  # the slot begins the night
+        ("2026-11-28T03:04:59+01:00", "2026-11-27"),  # a moment before: still the night before
+        ("2026-11-28T14:00:00+01:00", "2026-11-28"),  # the day belongs to the night before it
+        ("2026-11-29T02:30:00+01:00", "2026-11-28"),
+        ("2026-11-28T02:06:00+00:00", "2026-11-28"),  # 03:06 in Amsterdam, given in UTC
+        ("2027-03-28T03:05:00+02:00", "2027-03-28"),  # spring forward: the slot exists, an hour shorter night
+        ("2027-03-28T02:30:00+01:00", "2027-03-28"),  # = 03:30 CEST, after that night's slot
+        ("2027-10-31T03:04:00+01:00", "2027-10-30"),  # autumn: 03:04 after the repeated hour, before the slot
+    ],
+)
+def test_a_moment_belongs_to_the_last_night_whose_slot_passed(at: str, night: str) -> None:
+    from taskzilla_sleep.scheduler import calendar_night
+
+    assert calendar_night(datetime.fromisoformat(at), ScheduleSettings()) == night
+    # Another zone, another calendar: 03:05 in Amsterdam is 21:05 the day before in New York.
+    ny = ScheduleSettings(timezone="America/New_York")
+    assert calendar_night(datetime.fromisoformat("2026-11-28T03:05:00+01:00"), ny) == "2026-11-27"

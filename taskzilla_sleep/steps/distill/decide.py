@@ -3,7 +3,8 @@
 Match each answer against existing patterns (evidence overlap or statement similarity -> bump
 instead of duplicate), rescore every live pattern from its ledger, absorb the evidence that states
 an active pattern, and mark what the night took into account. A group whose answer was unusable
-keeps its new episodes pending: the next night asks again, at most ``distill.max_attempts`` times.
+keeps its new episodes pending: the next night asks again, until ``distill.max_attempts`` distinct
+nights got no usable answer (counted once per calendar night, however often it is rerun).
 """
 
 from __future__ import annotations
@@ -259,26 +260,47 @@ def _remember_declines(plan: DistillPlan, declined: Sequence[Sequence[Episode]])
 
 
 def _mark(plan: DistillPlan, inputs: DistillInputs, unanswered: Sequence[Sequence[Episode]], max_attempts: int) -> None:
-    """What the night took into account. The new episodes of a group without a usable answer stay
-    pending (one attempt more) until ``max_attempts``; then they are given up like the rest."""
+    """What the night took into account. A group without a usable answer counts one attempt per
+    calendar night (``inputs.night``: a rerun, a catch-up or a watchdog pass of the same night counts
+    none): its new episodes stay pending until ``max_attempts`` nights failed, then they are given up
+    like the rest (``distill retry`` asks again): the only episodes marked taken into account that keep
+    their count. One whose group got an answer, or that is in no group asked, starts afresh."""
+    night = inputs.night
     failed: dict[str, Episode] = {}
     for members in unanswered:
         news = [e for e in members if e.id in inputs.new_ids]
-        if any(e.distill_attempts + 1 < max_attempts for e in news):
+        if any(_attempts(e, night) < max_attempts for e in news):
             plan.seen.retry_groups += 1
         else:
             plan.seen.given_up_groups += 1
         failed.update({e.id: e for e in news})
+    marks: dict[str, dict[str, object]] = {}
     # Not asked (budget or window): untouched, so the next night takes them first, as if never seen.
     left = {e.id for members in inputs.deferred for e in members}
-    for e in sorted((e for e in inputs.episodes if e.id in inputs.new_ids and e.id not in left), key=lambda e: e.id):
+    for e in (e for e in inputs.episodes if e.id in inputs.new_ids and e.id not in left):
         f = failed.get(e.id)
-        if f is None:
-            plan.marks.append(EpisodeUpdate(id=e.id, distilled_at=plan.now))
-        elif f.distill_attempts + 1 < max_attempts:
-            plan.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1))
-        else:
-            plan.marks.append(EpisodeUpdate(id=e.id, distill_attempts=f.distill_attempts + 1, distilled_at=plan.now))
+        if f is None:  # asked and answered, or in no group asked: what it failed before no longer counts
+            marks[e.id] = {"distilled_at": plan.now}
+            if e.distill_attempts or e.distill_night is not None:
+                marks[e.id] |= {"distill_attempts": None, "distill_night": None}
+            continue
+        n = _attempts(f, night)
+        change: dict[str, object] = {} if n == f.distill_attempts else {"distill_attempts": n, "distill_night": night}
+        if n >= max_attempts:
+            change["distilled_at"] = plan.now
+        if change:
+            marks[e.id] = change
+    for g in inputs.asked:  # answered (a belief, or none): what it failed before no longer counts
+        if not isinstance(g.answer, Unanswered):
+            for e in g.members:
+                if e.distill_attempts or e.distill_night is not None:
+                    marks.setdefault(e.id, {}).update(distill_attempts=None, distill_night=None)
+    plan.marks += [EpisodeUpdate.model_validate({"id": i, **c}) for i, c in sorted(marks.items())]
+
+
+def _attempts(e: Episode, night: str) -> int:
+    """``e``'s failed nights once this one counts: a night already counted is not counted again."""
+    return e.distill_attempts + (0 if night and e.distill_night == night else 1)
 
 
 def _entity_index(ents: Mapping[str, Sequence[Mention]]) -> dict[str, Mention]:

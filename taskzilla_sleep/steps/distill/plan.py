@@ -40,7 +40,7 @@ class DistillCounts:
     groups: int = 0
     skipped_groups: int = 0  # asked, no usable answer
     retry_groups: int = 0  # ... whose new episodes stay pending for the next night
-    given_up_groups: int = 0  # ... asked distill.max_attempts times: given up (reported)
+    given_up_groups: int = 0  # ... on distill.max_attempts distinct nights: given up (reported)
     pinned_matches: int = 0
     non_beliefs: int = 0  # answers whose statement is not a belief (a question, a status …): not written
     injections_blocked: int = 0  # answers whose statement reads as an order to the assistant / asks for secrets
@@ -78,7 +78,10 @@ class DistillPlan(PlanBase):
         if self.seen.retry_groups:
             out.append(f"? {self.seen.retry_groups} group(s) got no usable answer: asked again next night")
         if self.seen.given_up_groups:
-            out.append(f"! {self.seen.given_up_groups} group(s) got no usable answer in any attempt: given up")
+            out.append(
+                f"! {self.seen.given_up_groups} group(s) got no usable answer on distill.max_attempts nights: "
+                f"given up (`taskzilla-sleep distill retry --team {self.team}` asks again)"
+            )
         if self.estimate.groups:
             out.append(f"= {self.team} {self.estimate.line()}")
         left = self.deferral()

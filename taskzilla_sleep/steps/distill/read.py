@@ -15,6 +15,7 @@ from taskzilla_sleep.budget import Deferral, Estimate
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import PATTERN_LIVE, Episode, EpisodeStatus, Pattern, from_ms
 from taskzilla_sleep.policies import Candidate, distinct_texts, group_episodes, group_key, is_learnable
+from taskzilla_sleep.scheduler import calendar_night
 from taskzilla_sleep.settings import DistillSettings
 from taskzilla_sleep.steps.base import StepContext, Vector
 from taskzilla_sleep.stores.ports import GraphStore, Mention
@@ -57,6 +58,9 @@ class DistillInputs:
     deferred: tuple[tuple[Episode, ...], ...] = ()
     deferred_reason: str | None = None  # "budget: calls" | "budget: tokens" | "window"
     estimate: Estimate = Estimate()  # what asking every group worth asking takes (before the gate)
+    # The calendar night this distill belongs to (``scheduler.calendar_night``): a group's unusable
+    # answers count once a night, however often the night is rerun or caught up.
+    night: str = ""
 
 
 def last_distill(graph: GraphStore, team: str) -> datetime | None:
@@ -160,6 +164,7 @@ def read(ctx: StepContext) -> DistillInputs:
         deferred_reason=deferred_reason if deferred else None,
         estimate=pending,
         prompt_id=ctx.llm.prompt_ids["distill"],
+        night=calendar_night(ctx.now, ctx.settings.schedule),
     )
 
 

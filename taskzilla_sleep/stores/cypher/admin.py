@@ -15,6 +15,7 @@ from taskzilla_sleep.stores.codec import UNREADABLE, tombstone_from_props, tombs
 from taskzilla_sleep.stores.cypher.archive import CypherArchive
 from taskzilla_sleep.stores.cypher.base import chunks
 from taskzilla_sleep.stores.cypher.episodes import STAGED
+from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import GraphCounts, Poisoned
 
 log = structlog.get_logger(__name__)
@@ -32,6 +33,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Run", "id"),
     ("Meta", "key"),
     ("Lease", "name"),
+    ("IngestMark", "id"),
     ("Alert", "key"),
     ("Change", "id"),
     ("Archived", "key"),
@@ -52,6 +54,7 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Archived", "item"),
     ("Archived", "team"),
     ("Archived", "at"),
+    ("IngestMark", "expires_at"),
 )
 
 
@@ -112,11 +115,13 @@ class CypherAdmin(CypherArchive):
                 self._write(Q[f"quarantine_{kind}s"], {"rows": rows, "at": to_ms(at)})
 
     def snapshot(self, skip_labels: frozenset[str] = frozenset({"Run"})) -> dict[str, list[Any]]:
-        """Every node and relationship as plain data, sorted (crash tests compare two of them)."""
+        """Every node and relationship as plain data, sorted (crash tests compare two of them) — but
+        the ingests' bookkeeping: their marks and which ingest stored an episode are process ids and
+        wall-clock times (as a lease's), different for every run of the same ingest."""
         nodes = [
-            {"labels": sorted(r["labels"]), "props": dict(sorted(r["props"].items()))}
+            {"labels": sorted(r["labels"]), "props": dict(sorted(_without_ingest(r["props"]).items()))}
             for r in self._read(Q["snapshot_nodes"])
-            if not skip_labels & set(r["labels"])
+            if not (skip_labels | {"IngestMark"}) & set(r["labels"])
         ]
         rels = [
             {
@@ -156,3 +161,7 @@ class CypherAdmin(CypherArchive):
 
     def close(self) -> None:
         self._ex.close()
+
+
+def _without_ingest(props: Row) -> Row:
+    return {k: v for k, v in props.items() if k != "ingest"}

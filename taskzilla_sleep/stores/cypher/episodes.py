@@ -30,7 +30,7 @@ from taskzilla_sleep.stores.codec import (
     record_from_row,
     record_row,
     retirement_row,
-    update_row,
+    update_rows,
     why_unreadable,
 )
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
@@ -91,7 +91,9 @@ class CypherEpisodes(CypherBase):
                 out[r["id"]] = StoredEpisode(status, r.get("content_hash"), fields)
         return out
 
-    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
+    def upsert_episodes(
+        self, episodes: Sequence[Episode], links: Sequence[EntityLink], ingest: str | None = None
+    ) -> int:
         before = self.existing_episodes([e.id for e in episodes])
         new: dict[str, Episode] = {}
         for e in episodes:
@@ -111,7 +113,8 @@ class CypherEpisodes(CypherBase):
                         "role": lk.role,
                     }
                 )
-        rows = [{"props": _staged(episode_props(e)), "links": links_of.get(i, [])} for i, e in new.items()]
+        tag = {"ingest": ingest} if ingest is not None else {}
+        rows = [{"props": _staged(episode_props(e) | tag), "links": links_of.get(i, [])} for i, e in new.items()]
         stage = uuid.uuid4().hex
         try:
             for part in chunks(rows, self._batch):
@@ -214,6 +217,12 @@ class CypherEpisodes(CypherBase):
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
         return int(self._read(Q["count_episodes"], {"team": team, "statuses": list(statuses)})[0]["n"])
 
+    def given_up_episodes(self, team: str | None = None) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in self._read(Q["given_up_episodes"], {"team": team}):
+            out.setdefault(str(r["team"]), []).append(str(r["id"]))
+        return {t: sorted(ids) for t, ids in sorted(out.items())}
+
     def count_new_raw(self, team: str, since: datetime) -> int:
         return int(self._read(Q["count_new_raw"], {"team": team, "since": to_ms(since)})[0]["n"])
 
@@ -229,7 +238,7 @@ class CypherEpisodes(CypherBase):
     # -- writes ----------------------------------------------------------------------------------
     def update_episodes(self, updates: Sequence[EpisodeUpdate]) -> None:
         if updates:
-            self._write(Q["update_episodes"], {"rows": [update_row(u) for u in updates]})
+            self._write(Q["update_episodes"], {"rows": [r for u in updates for r in update_rows(u)]})
 
     def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
         if retirements:

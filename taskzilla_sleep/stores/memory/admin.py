@@ -113,6 +113,7 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
             for i in eps:
                 del self.episode_nodes[i]
                 self.hashes.pop(i, None)
+                self.ingest_of.pop(i, None)
             for i in pats:
                 del self.pattern_nodes[i]
                 self.pattern_accessed.pop(i, None)

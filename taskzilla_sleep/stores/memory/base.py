@@ -9,7 +9,15 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from taskzilla_sleep.models import Contradiction, Episode, Pattern, Run
-from taskzilla_sleep.stores.ports import AlertRecord, ArchivedItem, ChangeRecord, ItemUpdate, LeaseState, SessionRecord
+from taskzilla_sleep.stores.ports import (
+    AlertRecord,
+    ArchivedItem,
+    ChangeRecord,
+    IngestMark,
+    ItemUpdate,
+    LeaseState,
+    SessionRecord,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -47,6 +55,8 @@ class MemoryBase:
         self.archived: dict[str, ArchivedItem] = {}  # image key -> before-image
         self.session_nodes: dict[str, SessionRecord] = {}  # by key (the SHA-256 of the cookie's value)
         self.seen_requests: dict[str, int] = {}  # key -> remembered until (ms)
+        self.marks: dict[str, IngestMark] = {}  # ingests announced (IngestMark nodes)
+        self.ingest_of: dict[str, str] = {}  # episode id -> the ingest that stored it
         # Tests set this to make the next call that checks it raise (a store going down).
         self.fail_next: Exception | None = None
 

@@ -39,7 +39,9 @@ class MemoryEpisodes(MemoryBase):
                     out[i] = StoredEpisode(e.status, self.hashes.get(i), fields)
         return out
 
-    def upsert_episodes(self, episodes: Sequence[Episode], links: Sequence[EntityLink]) -> int:
+    def upsert_episodes(
+        self, episodes: Sequence[Episode], links: Sequence[EntityLink], ingest: str | None = None
+    ) -> int:
         with self._lock:
             self._maybe_fail()
             new: dict[str, Episode] = {}
@@ -49,6 +51,8 @@ class MemoryEpisodes(MemoryBase):
             for ep in new.values():
                 self.episode_nodes[ep.id] = ep.model_copy()
                 self.hashes[ep.id] = ep.content_hash()
+                if ingest is not None:
+                    self.ingest_of[ep.id] = ingest
             for lk in links:
                 if lk.episode_id not in new:
                     continue
@@ -130,6 +134,15 @@ class MemoryEpisodes(MemoryBase):
     def count_episodes(self, team: str, statuses: Sequence[str]) -> int:
         # A count reads no episode: quarantined ones are counted when their status is asked for.
         return len(self._matching(team, lambda e: e.status.value in statuses))
+
+    def given_up_episodes(self, team: str | None = None) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            for e in self.episode_nodes.values():
+                given_up = e.status is EpisodeStatus.RAW and e.distill_attempts > 0 and e.distilled_at is not None
+                if given_up and (team is None or e.team == team):
+                    out.setdefault(e.team, []).append(e.id)
+        return {t: sorted(ids) for t, ids in sorted(out.items())}
 
     def count_new_raw(self, team: str, since: datetime) -> int:
         def new(e: Episode) -> bool:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import STEP_DONE, Contradiction, ContradictionStatus, Run
+from taskzilla_sleep.models import EPISODE_LIVE, STEP_DONE, Contradiction, ContradictionStatus, Run
 from taskzilla_sleep.stores.memory.beliefs import MemoryBeliefs
-from taskzilla_sleep.stores.ports import AlertRecord, AlertStatus, LeaseClaim, LeaseState, PatternUpdate
+from taskzilla_sleep.stores.ports import AlertRecord, AlertStatus, IngestMark, LeaseClaim, LeaseState, PatternUpdate
+from taskzilla_sleep.stores.records import MARK_KEPT_MS
 
 
 def _night(run: Run) -> str:
@@ -222,3 +224,25 @@ class MemoryOps(MemoryBeliefs):
     def lease_state(self, name: str) -> LeaseState | None:
         with self._lock:
             return self.leases.get(name)
+
+    # -- ingests in flight -----------------------------------------------------------------------
+    def mark_ingest(self, mark: IngestMark) -> None:
+        with self._lock:
+            self._maybe_fail()
+            self.marks[mark.id] = mark
+            if mark.ended:
+                old = int(time.time() * 1000) - MARK_KEPT_MS
+                self.marks = {k: m for k, m in self.marks.items() if m.expires_at_ms >= old}
+
+    def ingest_marks(self, since_ms: int) -> list[IngestMark]:
+        with self._lock:
+            return sorted((m for m in self.marks.values() if m.expires_at_ms >= since_ms), key=lambda m: m.id)
+
+    def ingest_episodes(self, team: str, ingests: Sequence[str]) -> set[str]:
+        wanted = set(ingests)
+        with self._lock:
+            return {
+                i
+                for i, e in self.episode_nodes.items()
+                if e.team == team and e.status in EPISODE_LIVE and self.ingest_of.get(i) in wanted
+            }

@@ -118,6 +118,12 @@ UNWIND $ids AS id
 MATCH (e:Episode {id: id})-[m:MENTIONS]->(n:Entity)
 RETURN e.id AS id, n.key AS key, n.kind AS kind, n.name AS name, m.role AS role
 
+// -- given_up_episodes --
+MATCH (e:Episode)
+WHERE e.status = 'raw' AND e.distill_attempts > 0 AND e.distilled_at IS NOT NULL
+  AND ($team IS NULL OR e.team = $team)
+RETURN e.team AS team, e.id AS id
+
 // -- count_new_raw --
 MATCH (e:Episode)
 WHERE e.team = $team AND e.status = 'raw' AND e.ingested_at > $since AND e.provenance <> 'ai-draft'

@@ -18,3 +18,22 @@ RETURN count(l) AS n
 // -- lease_holder --
 MATCH (l:Lease {name: $name})
 RETURN l.holder AS holder, l.expires_at AS expires_at, l.host AS host, l.pid_ns AS pid_ns, l.pid AS pid
+
+// -- mark_ingest --
+MERGE (m:IngestMark {id: $id})
+SET m += $props
+
+// -- drop_old_ingest_marks --
+MATCH (m:IngestMark) WHERE m.expires_at < $before
+WITH m LIMIT 1000
+DELETE m
+RETURN count(*) AS n
+
+// -- ingest_marks --
+MATCH (m:IngestMark) WHERE m.expires_at >= $since
+RETURN properties(m) AS m
+
+// -- ingest_episodes --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.ingest IN $ingests AND e.status IN $live
+RETURN collect(e.id) AS ids

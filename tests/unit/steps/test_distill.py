@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from taskzilla_sleep.llm.base import PatternDraft, Unanswered
 from taskzilla_sleep.models import Episode, EpisodeStatus, Evidence, PatternKind, PatternStatus
 from taskzilla_sleep.policies import pattern_id
 from taskzilla_sleep.steps import distill
+from taskzilla_sleep.steps.base import NoUsableAnswers
+from taskzilla_sleep.steps.distill import retry
 from taskzilla_sleep.steps.distill.plan import to_journal
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode, pattern, vector
 
@@ -173,3 +177,100 @@ def test_a_journal_of_the_previous_format_is_read(fake: Fake) -> None:
     distill.resume(fake.ctx())
     (e,) = fake.graph.get_episodes(["ep-r0"])
     assert e.distilled_at == NIGHT and e.declined_size == 3
+
+
+# -- issue 27 item 5: a model failure counts once per group per calendar night -----------------------
+
+
+def _run(fake: Fake, at: datetime) -> None:
+    """One distill at ``at`` (nightly: no lookback), written; a step with no usable answer fails."""
+    ctx = fake.ctx(at)
+    with contextlib.suppress(NoUsableAnswers):
+        distill.write(ctx, distill.decide(distill.read(ctx), fake.settings, at))
+
+
+def test_an_outage_counts_one_attempt_a_night_however_often_the_night_runs(fake: Fake) -> None:
+    fake.add(*rules())
+    fake.llm.beliefs = lambda r: Unanswered("the model is down")
+    ids = [f"ep-r{i}" for i in range(len(RULES))]
+    tries = fake.settings.distill.max_attempts
+    for n in range(tries):
+        night = NIGHT + timedelta(days=n)  # 03:05 in Amsterdam
+        asked = len(fake.llm.asked)
+        # The scheduled night, a rerun of it, a catch-up at noon and a watchdog pass over the whole
+        # window at 17:00 (taking what the night deferred): four questions, one night.
+        for at in (night, night + timedelta(minutes=1), night + timedelta(hours=9), night + timedelta(hours=14)):
+            _run(fake, at)
+        eps = fake.graph.get_episodes(ids)
+        assert {e.distill_attempts for e in eps} == {n + 1}
+        assert {e.distill_night for e in eps} == {night.astimezone(ZoneInfo("Europe/Amsterdam")).date().isoformat()}
+        last = n + 1 == tries
+        # Given up only once max_attempts distinct nights failed: then it is asked no more that night.
+        assert all((e.distilled_at is not None) == last for e in eps)
+        assert len(fake.llm.asked) - asked == (1 if last else 4)
+    assert retry.given_up(fake.graph) == {TEAM: len(ids)}
+
+
+def test_the_nights_are_told_apart_in_the_schedules_time_zone(fake: Fake) -> None:
+    fake.add(*rules())
+    fake.llm.beliefs = lambda r: Unanswered("the model is down")
+    _run(fake, NIGHT)  # 03:05 on the 28th
+    _run(fake, NIGHT + timedelta(hours=23, minutes=59))  # 03:04 on the 29th: still the night of the 28th
+    assert {e.distill_attempts for e in fake.graph.get_episodes(["ep-r0"])} == {1}
+    _run(fake, NIGHT + timedelta(days=1))  # 03:05 on the 29th: the next night
+    assert {e.distill_attempts for e in fake.graph.get_episodes(["ep-r0"])} == {2}
+
+
+def test_a_store_from_before_nights_were_kept_counts_the_next_failure_as_before(fake: Fake) -> None:
+    fake.add(*[e.model_copy(update={"distill_attempts": 1}) for e in rules()])  # no distill_night stored
+    members = rules()
+    old = [e.model_copy(update={"distill_attempts": 1}) for e in members]
+    plan = distill.decide(inputs(old, Unanswered("not JSON"), night="2026-11-28"), fake.settings, NIGHT)
+    assert {(m.distill_attempts, m.distill_night) for m in plan.marks} == {(2, "2026-11-28")}
+
+
+def test_a_rerun_of_a_counted_night_marks_nothing(fake: Fake) -> None:
+    counted = [e.model_copy(update={"distill_attempts": 1, "distill_night": "2026-11-28"}) for e in rules()]
+    plan = distill.decide(inputs(counted, Unanswered("not JSON"), night="2026-11-28"), fake.settings, NIGHT)
+    assert plan.marks == [] and plan.seen.retry_groups == 1 and plan.seen.given_up_groups == 0
+
+
+def test_a_group_answered_after_failed_nights_starts_afresh(fake: Fake) -> None:
+    failed = [e.model_copy(update={"distill_attempts": 2, "distill_night": "2026-11-27"}) for e in rules()]
+    plan = distill.decide(inputs(failed, (draft(STATEMENT, failed),), night="2026-11-28"), fake.settings, NIGHT)
+    assert [m.changes() for m in plan.marks] == [
+        {"distill_attempts": None, "distill_night": None, "distilled_at": NIGHT}
+    ] * len(failed)
+
+
+def test_an_episode_in_no_group_asked_forgets_its_failed_nights(fake: Fake) -> None:
+    # Its group fell apart (or was declined before and nothing joined it): taken into account, and
+    # never counted as given up.
+    failed = [e.model_copy(update={"distill_attempts": 1, "distill_night": "2026-11-27"}) for e in rules()]
+    plan = distill.decide(inputs(failed, (), asked=(), fresh_groups=0, night="2026-11-28"), fake.settings, NIGHT)
+    assert {tuple(sorted(m.changes().items())) for m in plan.marks} == {
+        (("distill_attempts", None), ("distill_night", None), ("distilled_at", NIGHT))
+    }
+
+
+def test_retry_releases_the_given_up_episodes_and_the_next_night_asks_again(fake: Fake) -> None:
+    fake.add(*rules(), episode("other", "Deploys happen on Tuesdays only, never on Fridays.", "lea"))
+    fake.llm.beliefs = lambda r: Unanswered("the model is down")
+    tries = fake.settings.distill.max_attempts
+    for n in range(tries):
+        _run(fake, NIGHT + timedelta(days=n))
+    given = fake.graph.given_up_episodes()
+    assert given == {TEAM: sorted(e.id for e in fake.graph.episodes_by_status(TEAM, ["raw"]) if e.distill_attempts)}
+    asked = len(fake.llm.asked)
+    _run(fake, NIGHT + timedelta(days=tries))
+    assert len(fake.llm.asked) == asked  # given up: not asked on its own any more
+
+    assert retry.release_given_up(fake.graph, [TEAM]) == {TEAM: len(given[TEAM])}
+    assert retry.given_up(fake.graph) == {}
+    back = fake.graph.get_episodes(given[TEAM])
+    assert {(e.distill_attempts, e.distill_night, e.distilled_at) for e in back} == {(0, None, None)}
+    fake.llm.beliefs = belief_of_all(STATEMENT)  # the model is back
+    _run(fake, NIGHT + timedelta(days=tries + 1))
+    assert len(fake.llm.asked) == asked + 1
+    assert [p.statement for p in fake.graph.patterns(TEAM)] == [STATEMENT]
+    assert retry.release_given_up(fake.graph, [TEAM]) == {TEAM: 0}  # nothing left: a no-op
