@@ -74,6 +74,11 @@ def graph_snapshot(s: Services) -> dict[str, list[Any]]:
         if "Archived" in n["labels"]:  # keyed by the run's id (a wall-clock hash): the rest is decided
             props.pop("key")
             props.pop("change")
+            # An episode's image holds which ingest stored it: a process id, as the snapshot's own.
+            image = json.loads(props["props"])
+            image.pop("ingest", None)
+            props["props"] = image
+            props.pop("bytes")  # of the JSON with that id
         if "Change" in n["labels"]:
             for k in ("id", "recorded_at", "seq"):
                 props.pop(k)
