@@ -91,7 +91,7 @@ def build_llm(settings: Settings, embedder: Embedder, instruments: Instruments |
     if m.model is None:
         from taskzilla_sleep.llm.offline import OfflineProvider
 
-        return OfflineProvider(embedder)
+        return OfflineProvider(embedder, settings.distill)
     from taskzilla_sleep.llm.client import LiteLLMProvider
 
     return LiteLLMProvider(

@@ -38,6 +38,7 @@ class EpisodeView(BaseModel):
     ts: datetime
     text: str
     provenance: str = "human"
+    entities: tuple[str, ...] = ()  # names it mentions (projects, tools, tags, people): not shown to a model
 
 
 class DistillRequest(BaseModel):
@@ -52,6 +53,7 @@ class DistillRequest(BaseModel):
     known_entities: tuple[str, ...]  # entity names the pattern's subjects must come from
     min_support: int = 3
     reference_time: datetime | None = None  # "now" for the model: what "since" and "yesterday" mean
+    people: tuple[str, ...] = ()  # the window's authors, casefolded: "@sara" is a person, not a tool
 
 
 class PatternDraft(BaseModel):
@@ -84,7 +86,7 @@ EVIDENCE_CONFIDENCE: Mapping[Evidence, float] = {
     Evidence.MIXED: 0.5,
     Evidence.SINGLE_OPINION: 0.3,
 }
-MAX_BELIEFS = 3  # per group: a mixed group keeps its second belief, a ramble is cut short
+MAX_BELIEFS = 6  # per topic: its beliefs, a change's two values, two camps; a ramble is cut short
 
 
 class PatternView(BaseModel):
@@ -195,6 +197,9 @@ def usage_scope() -> Iterator[LLMUsage]:
 class LLMProvider(Protocol):
     name: str
     usage: LLMUsage
+    # The languages it judges (ISO 639-1); None: any. The offline provider's rules read English only:
+    # distill counts what it is shown in another language, per team (beliefs/language.py).
+    languages: frozenset[str] | None
     # What stored results record as the source of their judgement: {"distill": ..., "reflect": ...}.
     prompt_ids: Mapping[str, str]
 

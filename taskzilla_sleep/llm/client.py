@@ -102,6 +102,7 @@ class LiteLLMProvider:
     """Distill and classify through ``litellm.completion``; see the module docstring for failures."""
 
     prompt_ids: Mapping[str, str] = MappingProxyType({"distill": DISTILL.id, "reflect": REFLECT.id})
+    languages: frozenset[str] | None = None  # a model reads whatever its teams write
 
     def __init__(
         self,

@@ -1,10 +1,15 @@
 """The offline provider: deterministic, no network. The default when no model is configured.
 
-Distill: the statement is the group's most representative episode (closest to the centroid),
-the kind comes from cue words, the subjects are the entities most of the group mentions, and the
-stated confidence is the group's cohesion. Reflect: similarity plus change/negation cues ("no
-longer", "from now on", "instead of", "not … anymore", "switched to"): a change statement close
-to a plain one contradicts it; near-identical statements are the same belief.
+It is one provider behind the same interface as a model, with English rules as its own judgement
+(never a filter in front of a model): it reads English only (``languages``) and learns only what it
+can stand behind. Distill: of the topic it is shown, the messages its belief gate reads as
+statements of a belief (beliefs.gate) are grouped again its own way (policies.group_episodes:
+similarity, shared entities, rare topic words, never across a slot disagreement or a change cue);
+each group of enough messages is one belief, stated as its most representative message (closest to
+the centroid), with the kind from cue words, the subjects most of it mentions, and the group's
+cohesion as the stated confidence. Reflect: similarity plus change/negation cues ("no longer",
+"from now on", "instead of", "not … anymore", "switched to"): a change statement close to a plain
+one contradicts it; near-identical statements are the same belief.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from taskzilla_sleep.beliefs import declarative, is_belief, slots
+from taskzilla_sleep.beliefs import declarative, is_belief, slots, topics
+from taskzilla_sleep.beliefs.language import RULES_READ, rules_read
 from taskzilla_sleep.llm.base import (
     MAX_STATEMENT_CHARS,
     DistillRequest,
+    EpisodeView,
     LLMUsage,
     PatternDraft,
     ReflectRequest,
@@ -24,8 +31,17 @@ from taskzilla_sleep.llm.base import (
     Verdict,
     validate_draft,
 )
-from taskzilla_sleep.models import Evidence, PatternKind
-from taskzilla_sleep.policies import cohesion, content_words, disagree, is_change_statement, representative
+from taskzilla_sleep.models import Episode, Evidence, PatternKind, Provenance
+from taskzilla_sleep.policies import (
+    Candidate,
+    cohesion,
+    content_words,
+    disagree,
+    group_episodes,
+    is_change_statement,
+    representative,
+)
+from taskzilla_sleep.settings import DistillSettings
 from taskzilla_sleep.stores.ports import Embedder
 
 _KIND_CUES: list[tuple[PatternKind, re.Pattern[str]]] = [
@@ -42,29 +58,82 @@ def _kind(texts: Sequence[str]) -> PatternKind:
     return best[0] if best[1] > 0 else PatternKind.FACT
 
 
+# A group of its statements whose mean cosine to their centre is below this says several things.
+MIN_COHESION = 0.0
+
+
 class OfflineProvider:
     name = "offline"
     # The rules below stand in for both prompts; a change to them is a new version.
     prompt_ids: Mapping[str, str] = MappingProxyType({"distill": "offline-distill-v1", "reflect": "offline-reflect-v1"})
 
-    def __init__(self, embedder: Embedder) -> None:
+    languages: frozenset[str] | None = RULES_READ
+
+    def __init__(self, embedder: Embedder, settings: DistillSettings | None = None) -> None:
         self._embedder = embedder
+        self._s = settings or DistillSettings()
         self.usage = LLMUsage()
 
     def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
-        out: list[tuple[PatternDraft, ...] | Unanswered] = []
-        for r in requests:
-            a = self._distill(r)
-            out.append(a if isinstance(a, Unanswered) else () if a is None else (a,))
-        return out
+        return [self._topic(r) for r in requests]
 
-    def _distill(self, req: DistillRequest) -> PatternDraft | Unanswered | None:
-        # Only statements of a belief support one (short rules included: "no deploys on Fridays").
-        people = {e.author.casefold() for e in req.episodes}
-        eps = [e for e in req.episodes if len(content_words(e.text)) >= 2 and is_belief(e.text, people)]
-        if len({e.id for e in eps}) < req.min_support:
-            return None
+    def _topic(self, req: DistillRequest) -> tuple[PatternDraft, ...] | Unanswered:
+        """The beliefs of one topic, each from a group of its own statements (its rules, in English)."""
+        people = frozenset(req.people) or frozenset(e.author.casefold() for e in req.episodes)
+        # Only statements of a belief support one (short rules included: "no deploys on Fridays"), and
+        # only in a language its rules read.
+        eps = [
+            e
+            for e in req.episodes
+            if rules_read(e.text) and len(content_words(e.text)) >= 2 and is_belief(e.text, people)
+        ]
+        if len(eps) < req.min_support:
+            return ()
         vectors = self._embedder.embed([e.text for e in eps])
+        candidates = [
+            Candidate(
+                _episode(req.team, e),
+                v,
+                frozenset(e.entities),
+                slots(e.text, e.entities, people, e.author),
+                topics(e.text),
+            )
+            for e, v in zip(eps, vectors, strict=True)
+        ]
+        s = self._s
+        found = group_episodes(
+            candidates,
+            s.similarity_threshold,
+            min_size=req.min_support,
+            topic_bonus=s.topic_bonus,
+            value_bonus=s.value_bonus,
+        )
+        by_id = {e.id: (e, v) for e, v in zip(eps, vectors, strict=True)}
+        drafts: list[PatternDraft] = []
+        for g in found:
+            members = [by_id[c.episode.id] for c in g.members]
+            if not self._stands_behind([e for e, _ in members], [v for _, v in members]):
+                continue
+            d = self._distill(req, [e for e, _ in members], [v for _, v in members])
+            if isinstance(d, Unanswered):
+                return d
+            drafts.append(d)
+        return tuple(drafts)
+
+    @staticmethod
+    def _stands_behind(eps: Sequence[EpisodeView], vectors: Sequence[Sequence[float]]) -> bool:
+        """What it learns, it can stand behind: several people on several days, or a rule three people
+        state the same day; and one thing said in other words, not a catch-all of people each saying
+        something else (their statements close to their common centre)."""
+        people = {e.author.casefold() for e in eps}
+        days = {e.ts.date() for e in eps}
+        if not (len(people) >= 2 and len(days) >= 2 or len(people) >= 3):
+            return False
+        return cohesion(vectors) >= MIN_COHESION
+
+    def _distill(
+        self, req: DistillRequest, eps: Sequence[EpisodeView], vectors: Sequence[Sequence[float]]
+    ) -> PatternDraft | Unanswered:
         # The statement comes from the most representative episode a person wrote (bots repeat).
         humans = [i for i, e in enumerate(eps) if e.provenance == "human"]
         pool = humans if humans else list(range(len(eps)))
@@ -118,3 +187,17 @@ class OfflineProvider:
         if sim >= 0.6:
             return Verdict(relation="compatible", reason=f"related (similarity {sim:.2f})")
         return Verdict(relation="unrelated", reason=f"similarity {sim:.2f}")
+
+
+def _episode(team: str, e: EpisodeView) -> Episode:
+    """A message shown to it, as the grouping reads one (the fields it reads; nothing is stored)."""
+    return Episode(
+        id=e.id,
+        team=team,
+        channel=e.channel,
+        author=e.author,
+        text=e.text,
+        ts=e.ts,
+        provenance=Provenance(e.provenance),
+        ingested_at=e.ts,
+    )

@@ -100,6 +100,14 @@ def render_text(report: Report) -> str:
         [[when(x.now, tz), *[before_after(x, k) for k in SIZE_KEYS]] for x in nights],
         text_columns=1,
     )
+    unread = [(x, s.counts) for x in nights for s in [x.step("distill")] if s is not None and s.counts.get("unread")]
+    if unread:
+        lines += ["", "not read (the offline judgement reads English only; configure a model: llm.model)"]
+        lines += [
+            f"  {when(x.now, tz)} {c['unread']} of the {c.get('shown', 0)} messages shown to distill "
+            f"({c['unread'] / max(1, c.get('shown', 0)):.0%})"
+            for x, c in unread
+        ]
     deferred = [(x, line) for x in nights for line in x.deferred]
     if deferred:
         lines += ["", "deferred (the LLM budget or the window ran out; taken first the next night)"]

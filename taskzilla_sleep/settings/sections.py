@@ -171,6 +171,17 @@ class DistillSettings(_Section):
     # message) has joined it unseen by the model: a busy chatter group is not re-asked for every new
     # line. 0.25 saved 40 % of a busy team's tokens at equal quality (BENCHMARKS.md).
     reask_growth: float = Field(default=0.25, ge=0, le=10)
+    # The topics a judge is shown (steps/distill/topics.py): messages about one subject over the
+    # window, clustered permissively (never split by value or polarity), cut by time past the cap.
+    topic_threshold: float = Field(default=0.40, ge=-1, le=1)
+    topic_max_messages: int = Field(default=60, ge=3, le=400)
+    # A guard after any judge's answer: a belief is stated by at least ``min_authors`` people, or by
+    # fewer on at least ``min_days`` days. One person saying a thing in one conversation is never a belief;
+    # a rule taught at 10:00 and confirmed by others is one the same day (the watchdog's promise); one
+    # person's view said on several days is a preference or one camp of a disagreement (the ledger keeps
+    # it tentative, never absorbed). Every habit, change and camp of the hand-written corpus passes.
+    min_authors: int = Field(default=2, ge=1)
+    min_days: int = Field(default=2, ge=1)
 
 
 class ReflectSettings(_Section):

@@ -95,9 +95,9 @@ def test_a_night_through_litellm_over_http(stack: Stack) -> None:
     assert 1 <= distill.llm_calls <= -(-distill.counts["groups"] // 8) and distill.counts["groups"] >= 3
     assert distill.prompt_tokens > 0 and distill.completion_tokens > 0
     assert distill.counts["patterns_added"] >= 3
-    assert distill.prompt_ids == ["distill-v2"] and result.run.steps[2].prompt_ids == ["reflect-v2"]
+    assert distill.prompt_ids == ["distill-v3"] and result.run.steps[2].prompt_ids == ["reflect-v2"]
     pats = [p for p in stack.graph.patterns(TEAM)]
-    assert all(p.statement.startswith("Team habit: ") and p.prompt_id == "distill-v2" for p in pats)
+    assert all(p.statement.startswith("Team habit: ") and p.prompt_id == "distill-v3" for p in pats)
     cons = stack.graph.contradictions(TEAM, "open")
     assert cons, "the voice-standup change should be flagged"
     assert all(c.prompt_id == "reflect-v2" for c in cons)

@@ -1,5 +1,7 @@
 """What memory may learn, merge and forget (README, What memory learns), on both backend pairs, for the offline
-provider and for a careless model: the guards hold whatever the provider answers.
+provider and for a careless model: the guards hold whatever the provider answers (with a model, the
+model judges what is a belief; the guards hold what it may not do: questions, drafts and injections
+never shown, one person in one conversation never a belief, values never merged, absorbing strict).
 
 Examples are written here for the classes of those rules (not taken from the hard-case corpus,
 which grades these rules).
@@ -120,11 +122,12 @@ def test_questions_replies_and_status_updates_never_become_beliefs(stack: Stack,
         ],
     )
     night(stack, 0, llm)
-    assert [p.statement for p in learned(stack) if set(p.evidence_ids) & noise] == []
     absorbed = stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value])
-    assert not {e.id for e in absorbed} & noise
-    if llm is not None:
-        assert llm.seen == []  # none of it was even asked about
+    assert not {e.id for e in absorbed} & noise  # whatever a provider answered: absorbing is strict
+    if llm is None:  # the offline rules judge them: nothing learned
+        assert [p.statement for p in learned(stack) if set(p.evidence_ids) & noise] == []
+    else:  # a model judges (this one badly): only what is a question in any language is never shown
+        assert llm.seen and not [t for t in llm.seen if t.endswith("?")]
 
 
 @pytest.mark.parametrize("who", MODELS)
@@ -225,3 +228,31 @@ def test_a_contested_belief_comes_back_with_the_one_it_contradicts(stack: Stack)
     assert {i.id for i in pair} == {con.old_pattern_id, con.new_pattern_id}
     first = items.index(pair[0])
     assert items[first + 1] is pair[1]  # shown together
+
+
+GERMAN = [
+    ("ana", "Wir deployen nie am Freitag in die Produktion, das gilt für alle."),
+    ("ben", "Freitags gibt es bei uns keine Deploys in die Produktion."),
+    ("cleo", "Am Freitag deployen wir grundsätzlich nicht in die Produktion."),
+]
+
+
+@pytest.mark.parametrize("who", MODELS)
+def test_a_team_that_does_not_write_english_is_judged_by_a_model_and_counted_by_the_offline_rules(
+    stack: Stack, who: str
+) -> None:
+    from taskzilla_sleep.report.model import build_report
+    from taskzilla_sleep.report.text import render_text
+
+    llm = model(who)
+    said = ingest(stack, 0, GERMAN[:2]) | ingest(stack, 1, GERMAN[2:])
+    result = stack.night(MONDAY + timedelta(days=2, hours=-6, minutes=5), llm=llm)  # type: ignore[arg-type]
+    assert result.ok
+    distill = result.run.steps[1].counts
+    if llm is None:  # the offline rules read English only: nothing learned, and it says so
+        assert learned(stack) == [] and distill["unread"] == distill["shown"] == 3
+        report = build_report(stack.graph, 5, index_cap=50, grace_days=3, tz="Europe/Amsterdam")
+        assert "3 of the 3 messages shown to distill (100%)" in render_text(report)
+    else:  # a model reads whatever the team writes: nothing in front of it is English
+        assert llm.seen == [t for _, t in GERMAN] and distill["unread"] == 0
+        assert any(mostly(p, said) for p in learned(stack))

@@ -1242,7 +1242,7 @@ def test_invalid_reflect_answers_are_rejected_with_the_reason(stub: LLMStub, bad
 
 
 def test_prompt_ids_are_v2() -> None:
-    assert dict(LiteLLMProvider.prompt_ids) == {"distill": "distill-v2", "reflect": "reflect-v2"}
+    assert dict(LiteLLMProvider.prompt_ids) == {"distill": "distill-v3", "reflect": "reflect-v2"}
     assert DISTILL.response_format() is not None and REFLECT.response_format() is not None
     assert DISTILL.response_format()["json_schema"]["name"] == "distill_v2"  # type: ignore[index]
     assert REFLECT.response_format()["json_schema"]["name"] == "reflect_v2"  # type: ignore[index]

@@ -52,7 +52,7 @@ class Prompt:
 
     @property
     def id(self) -> str:
-        """``distill-v2``: what a stored result records as the prompt that produced it."""
+        """``distill-v3``: what a stored result records as the prompt that produced it."""
         return f"{self.name}-{self.version}"
 
     def response_format(self, json_schema: bool = True, items: int | None = None) -> dict[str, Any] | None:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import structlog
 
-from taskzilla_sleep.beliefs import Kind, Slots, injection, is_belief, slots, statement_kind
+from taskzilla_sleep.beliefs import Slots, injection, is_belief, slots
+from taskzilla_sleep.beliefs.language import rules_read
+from taskzilla_sleep.beliefs.prefilter import only_questions
 from taskzilla_sleep.llm.base import PatternDraft, Unanswered
 from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternStatus
 from taskzilla_sleep.policies import (
@@ -50,6 +53,19 @@ def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillP
     seen.groups = len(inputs.asked)
     seen.declines_remembered = inputs.fresh_groups - len(inputs.asked) - len(inputs.deferred)
     seen.deferred_groups = len(inputs.deferred)
+    seen.withheld = sum(inputs.withheld.values())
+    seen.shown, seen.unread = inputs.shown, inputs.unread
+    if inputs.unread and inputs.lookback is None:
+        share = inputs.unread / max(1, inputs.shown)
+        log.warning(
+            "distill_unread",
+            team=inputs.team,
+            share=round(share, 3),
+            unread=inputs.unread,
+            shown=inputs.shown,
+            hint=f"{share:.0%} of team {inputs.team}'s messages are not in a language the offline judgement reads; "
+            "configure a model (llm.model)",
+        )
     plan.deferred_reason = inputs.deferred_reason
     plan.estimate = inputs.estimate
 
@@ -70,7 +86,17 @@ def decide(inputs: DistillInputs, settings: Settings, now: datetime) -> DistillP
         _mark(plan, inputs, [m for m, _ in unanswered], s.max_attempts)
     _remember_declines(plan, declined)
 
-    work = _Working(plan, inputs, s, now, dict(inputs.live), {}, dict(inputs.evidence), dict(inputs.pattern_vectors))
+    work = _Working(
+        plan,
+        inputs,
+        s,
+        now,
+        dict(inputs.live),
+        {},
+        dict(inputs.evidence),
+        dict(inputs.pattern_vectors),
+        ZoneInfo(settings.schedule.timezone),
+    )
     for members, draft, statement_vector in drafts:
         _take(work, members, draft, statement_vector)
     _rescore(work)
@@ -93,19 +119,23 @@ class _Working:
     changes: dict[str, PatternChange]
     evidence: dict[str, Episode]  # evidence episodes, with the absorptions decided so far
     pattern_vectors: dict[str, Vector]  # of the live patterns and the new ones
+    tz: tzinfo = UTC  # what "one day" is: the schedule's time zone
 
 
 def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, statement_vector: Vector) -> None:
     """One belief the model stated: refused, a new pattern, or more evidence of an existing one."""
     plan, inputs, s, now = work.plan, work.inputs, work.s, work.now
     working, changes, evidence, pattern_vectors = work.patterns, work.changes, work.evidence, work.pattern_vectors
-    # The guards hold whatever the model answered: a statement that is not a belief is not
-    # written, and only episodes that state it (no slot disagreement) support it.
-    kind = statement_kind(draft.statement, inputs.people)
-    if kind is not Kind.BELIEF:
-        plan.seen.injections_blocked += kind is Kind.INJECTION
-        plan.seen.non_beliefs += kind is not Kind.INJECTION
-        log.info("distill_statement_refused", kind=kind.value, statement=one_line(draft.statement, 120))
+    # The judge (a model, or the offline rules) decided what is a belief; these guards hold whatever it
+    # answered, in any language: no statement that reads as an order to the assistant, only messages
+    # that state it (no value disagreement), enough of them, from enough people, on enough days.
+    if injection(draft.statement) is not None:
+        plan.seen.injections_blocked += 1
+        log.info("distill_statement_refused", kind="injection", statement=one_line(draft.statement, 120))
+        return
+    if only_questions(draft.statement):  # a question is never a belief, in any language
+        plan.seen.non_beliefs += 1
+        log.info("distill_statement_refused", kind="question", statement=one_line(draft.statement, 120))
         return
     ents, vectors = inputs.entities, inputs.episode_vectors
     by_id = {e.id: e for e in members}
@@ -122,6 +152,12 @@ def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, state
     plan.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
     if len(support) < s.min_episodes:
         plan.seen.too_little_support += 1
+        return
+    people = {by_id[i].author.casefold() for i in support}
+    days = {by_id[i].ts.astimezone(work.tz).date() for i in support}
+    if len(people) < s.min_authors and len(days) < s.min_days:  # one person in one conversation
+        plan.seen.too_few_people += 1
+        log.info("distill_belief_refused", reason="too few people and days", people=len(people), days=len(days))
         return
     for e in (by_id[i] for i in support):
         evidence[e.id] = e
@@ -391,7 +427,9 @@ def _states_it(
         stated = slots(pat.statement)
         out[pid] = set()
         for i in ids:
-            if i not in episode_vectors or not is_belief(evidence[i].text, people):
+            text = evidence[i].text
+            # The belief gate reads English: one more guard where it reads the message, none elsewhere.
+            if i not in episode_vectors or (rules_read(text) and not is_belief(text, people)):
                 continue
             sim = float(episode_vectors[i] @ pattern_vectors[pid])
             if sim >= s.absorb_similarity and not disagree(slots(evidence[i].text), stated, sim):

@@ -42,7 +42,7 @@ class DistillCounts:
     retry_groups: int = 0  # ... whose new episodes stay pending for the next night
     given_up_groups: int = 0  # ... on distill.max_attempts distinct nights: given up (reported)
     pinned_matches: int = 0
-    non_beliefs: int = 0  # answers whose statement is not a belief (a question, a status …): not written
+    non_beliefs: int = 0  # answers whose statement is only questions (any language): not written
     injections_blocked: int = 0  # answers whose statement reads as an order to the assistant / asks for secrets
     support_dropped: int = 0  # supporting ids that disagree with the statement on a slot
     too_little_support: int = 0  # answers left with fewer than distill.min_episodes supporting episodes
@@ -50,6 +50,10 @@ class DistillCounts:
     declined_groups: int = 0  # asked, the model found no belief in them (remembered on their episodes)
     declines_remembered: int = 0  # not asked: declined before, and too little has joined them since
     deferred_groups: int = 0  # not asked: the night's budget or window ran out (pending for the next night)
+    withheld: int = 0  # not shown to the judge: drafts, bots, chatter, only questions, injections (prefilter)
+    shown: int = 0  # messages shown to the judge, in the topics asked
+    unread: int = 0  # ... in a language the judge does not read (the offline rules: English only)
+    too_few_people: int = 0  # answers by fewer than distill.min_authors people on fewer than min_days days
 
 
 @dataclass
@@ -120,6 +124,10 @@ class DistillPlan(PlanBase):
             "declined_groups": s.declined_groups,
             "declines_remembered": s.declines_remembered,
             "deferred_groups": s.deferred_groups,
+            "withheld": s.withheld,
+            "shown": s.shown,
+            "unread": s.unread,
+            "too_few_people": s.too_few_people,
             **self.estimate.counts(),
         }
 

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from taskzilla_sleep import budget
-from taskzilla_sleep.beliefs import Slots, slots, topics
+from taskzilla_sleep.beliefs import Slots, prefilter, slots
+from taskzilla_sleep.beliefs.language import language_of
 from taskzilla_sleep.budget import Deferral, Estimate
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
 from taskzilla_sleep.models import PATTERN_LIVE, Episode, EpisodeStatus, Pattern, from_ms
-from taskzilla_sleep.policies import Candidate, distinct_texts, group_episodes, group_key, is_learnable
+from taskzilla_sleep.policies import distinct_texts, group_key
 from taskzilla_sleep.scheduler import calendar_night
 from taskzilla_sleep.settings import DistillSettings
 from taskzilla_sleep.steps.base import StepContext, Vector
+from taskzilla_sleep.steps.distill.topics import Message, topics
 from taskzilla_sleep.stores.ports import GraphStore, Mention
 
 LAST_DISTILL = "last_distill_at:{team}"  # nightly or watchdog: the watchdog's cooldown counts from it
@@ -61,6 +64,9 @@ class DistillInputs:
     # The calendar night this distill belongs to (``scheduler.calendar_night``): a group's unusable
     # answers count once a night, however often the night is rerun or caught up.
     night: str = ""
+    withheld: Mapping[str, int] = field(default_factory=dict)  # not shown to the judge, by reason (prefilter)
+    shown: int = 0  # messages shown to the judge (in the topics asked)
+    unread: int = 0  # ... of them, in a language the judge does not read (the offline rules: English only)
 
 
 def last_distill(graph: GraphStore, team: str) -> datetime | None:
@@ -107,7 +113,11 @@ def read(ctx: StepContext) -> DistillInputs:
         episodes = sorted({e.id: e for e in [*episodes, *late]}.values(), key=lambda e: (e.ts, e.id))
         is_new = lambda e: pending_for_night(e, legacy)  # noqa: E731
     people = frozenset(e.author.casefold() for e in episodes)
-    learnable = distinct_texts([e for e in episodes if is_learnable(e, people)])
+    # Only language-neutral, certain filters before the judge (beliefs/prefilter.py): the judge, a
+    # model or the offline rules, decides what is a belief.
+    reasons = {e.id: prefilter.withheld(e) for e in episodes}
+    withheld = Counter(w.value for w in reasons.values() if w is not None)
+    learnable = distinct_texts([e for e in episodes if reasons[e.id] is None])
     new_ids = frozenset(e.id for e in episodes if is_new(e))
 
     live = {x.id: x for x in ctx.graph.patterns(ctx.team) if x.status in PATTERN_LIVE}
@@ -120,13 +130,13 @@ def read(ctx: StepContext) -> DistillInputs:
     if any(e.id in new_ids for e in learnable):
         vectors = ctx.vectors_of("episodes", [e.id for e in learnable])
         entities = ctx.graph.episode_entities([e.id for e in learnable])
-        fresh = [
-            members
-            for members in _groups(learnable, vectors, entities, people, s)
-            if any(e.id in new_ids for e in members)
-        ]
+        fresh = [m for m in _topics(learnable, vectors, entities, s) if any(e.id in new_ids for e in m)]
     worth = [m for m in fresh if _worth_asking(m, s.reask_growth)]
-    requests = [_request(ctx, m, entities, s.min_episodes) for m in worth]
+    requests = [_request(ctx, m, entities, s.min_episodes, people) for m in worth]
+    # What the judge cannot read (the offline rules read English only), per team: said, not guessed at.
+    reads: frozenset[str] | None = getattr(ctx.llm, "languages", None)  # a provider that does not say: any
+    shown = [e for m in worth for e in m]
+    unread = 0 if reads is None else sum(1 for e in shown if (lang := language_of(e.text)) and lang not in reads)
     pending = budget.estimate(requests, ctx.settings.llm.batch_groups, ctx.settings.llm.model)
     got, deferred_reason = _ask(ctx, requests, [_oldest(m, new_ids) for m in worth])
     deferred = tuple(tuple(m) for i, m in enumerate(worth) if i not in got)
@@ -165,6 +175,9 @@ def read(ctx: StepContext) -> DistillInputs:
         estimate=pending,
         prompt_id=ctx.llm.prompt_ids["distill"],
         night=calendar_night(ctx.now, ctx.settings.schedule),
+        withheld=dict(sorted(withheld.items())),
+        shown=len(shown),
+        unread=unread,
     )
 
 
@@ -210,32 +223,17 @@ def _is_raw(e: Episode | None) -> bool:
     return e is not None and e.status is EpisodeStatus.RAW
 
 
-def _groups(
+def _topics(
     learnable: Sequence[Episode],
     vectors: Mapping[str, Vector],
     entities: Mapping[str, Sequence[Mention]],
-    people: frozenset[str],
     s: DistillSettings,
 ) -> list[list[Episode]]:
-    candidates = [
-        Candidate(
-            e,
-            vectors[e.id].tolist(),
-            frozenset(m.key for m in entities.get(e.id, []) if m.role not in ("author", "channel")),
-            slots_of(e, entities, people),
-            topics(e.text),
-        )
-        for e in learnable
-        if e.id in vectors
-    ]
-    found = group_episodes(
-        candidates,
-        s.similarity_threshold,
-        min_size=s.min_episodes,
-        topic_bonus=s.topic_bonus,
-        value_bonus=s.value_bonus,
-    )
-    return [[c.episode for c in g.members] for g in found]
+    def named(e: Episode) -> frozenset[str]:
+        return frozenset(m.key for m in entities.get(e.id, []) if m.role not in ("author", "channel"))
+
+    messages = [Message(e, vectors[e.id], named(e)) for e in learnable if e.id in vectors]
+    return topics(messages, s.topic_threshold, s.topic_max_messages, s.min_episodes)
 
 
 def _worth_asking(members: Sequence[Episode], growth: float) -> bool:
@@ -250,20 +248,31 @@ def _worth_asking(members: Sequence[Episode], growth: float) -> bool:
 
 
 def _request(
-    ctx: StepContext, members: Sequence[Episode], entities: Mapping[str, Sequence[Mention]], min_support: int
+    ctx: StepContext,
+    members: Sequence[Episode],
+    entities: Mapping[str, Sequence[Mention]],
+    min_support: int,
+    people: frozenset[str],
 ) -> DistillRequest:
     return DistillRequest(
         team=ctx.team,
         group_key=group_key([e.id for e in members]),
         episodes=tuple(
             EpisodeView(
-                id=e.id, author=e.author, channel=e.channel, ts=e.ts, text=e.text, provenance=e.provenance.value
+                id=e.id,
+                author=e.author,
+                channel=e.channel,
+                ts=e.ts,
+                text=e.text,
+                provenance=e.provenance.value,
+                entities=tuple(names_of([e], entities)),
             )
             for e in members
         ),
         known_entities=tuple(sorted({m.name for e in members for m in entities.get(e.id, [])})),
         min_support=min_support,
         reference_time=ctx.now,
+        people=tuple(sorted(people)),
     )
 
 

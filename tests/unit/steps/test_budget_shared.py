@@ -14,7 +14,7 @@ from taskzilla_sleep.llm.base import LLMUsage, usage_scope
 from taskzilla_sleep.models import EpisodeStatus, Run, StepResult
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night
 from taskzilla_sleep.settings import NightBudget
-from tests.unit.steps.conftest import NIGHT, Fake, belief_of_all, episode
+from tests.unit.steps.conftest import DAY, NIGHT, Fake, belief_of_all, episode
 from tests.unit.steps.test_distill import RULES, STATEMENT
 
 ONE = Estimate(groups=1, calls=1, prompt_tokens=100, completion_tokens=50)
@@ -84,7 +84,10 @@ def test_a_job_seeds_other_replicas_spending_from_the_ledger_and_its_own_process
 def _team_fake(fake: Fake) -> None:
     """TEAMS, each with one group worth one distill call (the same four rules)."""
     for team in TEAMS:
-        eps = [episode(f"{team}-r{i}", text, author, team=team) for i, (author, text) in enumerate(RULES)]
+        eps = [
+            episode(f"{team}-r{i}", text, author, team=team, ts=DAY - timedelta(days=i % 2))
+            for i, (author, text) in enumerate(RULES)
+        ]
         fake.graph.upsert_episodes(eps, [link for e in eps for link in EntityExtractor().links(e)])
         fake.vectors.upsert(team, "episodes", [e.id for e in eps], [e.text for e in eps], [{}] * len(eps))
     fake.llm.beliefs = belief_of_all(STATEMENT)

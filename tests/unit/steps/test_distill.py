@@ -26,8 +26,12 @@ RULES = [
 STATEMENT = "Pull requests are kept small, under 300 changed lines."
 
 
-def rules(at: object = DAY) -> list[Episode]:
-    return [episode(f"r{i}", text, author, at=at) for i, (author, text) in enumerate(RULES)]  # type: ignore[arg-type]
+def rules(at: datetime = DAY) -> list[Episode]:
+    """The rule, said by four people on two days (a belief is said on at least distill.min_days days)."""
+    return [
+        episode(f"r{i}", text, author, at=at, ts=at - timedelta(days=1 if i < 2 else 0))
+        for i, (author, text) in enumerate(RULES)
+    ]
 
 
 def draft(statement: str, members: Sequence[Episode], **over: object) -> PatternDraft:
