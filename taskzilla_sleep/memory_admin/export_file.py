@@ -41,7 +41,7 @@ from taskzilla_sleep.models import (
 from taskzilla_sleep.steps.distill.read import LAST_DISTILL, LEGACY_WATERMARK
 from taskzilla_sleep.steps.distill.write import JOURNAL
 from taskzilla_sleep.steps.reflect import DEFERRED, WATERMARK
-from taskzilla_sleep.stores.ports import AlertRecord, ArchivedItem, ArchivedLabel, ChangeRecord
+from taskzilla_sleep.stores.ports import AlertRecord, ArchivedItem, ChangeRecord
 
 FORMAT = "taskzilla-export"
 VERSION = 2  # 2: ends with a trailer; 1: written before trailers
@@ -130,27 +130,17 @@ class ChangeLine(ChangeRecord):
     type: Literal["change"]
 
 
-class ArchivedLine(BaseModel):
-    """One before-image of the archive (``stores.records.ArchivedItem``): what ``undo`` needs after an import."""
-
-    model_config = ConfigDict(extra="forbid")
+class ArchivedLine(ArchivedItem):
+    """One before-image of the archive: what ``undo`` needs after an import."""
 
     type: Literal["archived"]
-    change: str
-    team: str
-    label: ArchivedLabel
-    key: str
-    existed: bool
-    props: str
-    edges: str = "[]"
-    text: str | None = None
 
     @property
     def id(self) -> str:  # unique per change and item (the parser's duplicate check)
         return f"{self.change}|{self.label}|{self.key}"
 
     def item(self) -> ArchivedItem:
-        return ArchivedItem(**self.model_dump(exclude={"type"}))
+        return ArchivedItem.model_validate(self.model_dump(exclude={"type"}))
 
 
 LINE_TYPES: dict[str, type[BaseModel]] = {

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -116,7 +115,7 @@ def export_team(
     for change in changes:
         file.put("change", line("change", change))
     for item in archived:
-        file.put("archived", json.dumps({"type": "archived", **asdict(item)}, ensure_ascii=False, sort_keys=True))
+        file.put("archived", line("archived", item))
     return file.close()
 
 

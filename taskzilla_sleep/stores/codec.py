@@ -34,6 +34,7 @@ from taskzilla_sleep.stores.ports import (
     ChangeRecord,
     EpisodeCard,
     EpisodeRecord,
+    ItemRef,
     ItemUpdate,
     Mention,
     PatternCard,
@@ -361,6 +362,24 @@ def change_from_props(d: Row) -> ChangeRecord:
     d = _times_from_ms(d, _CHANGE_TIMES)
     d["teams"] = tuple(d.get("teams") or ())
     return ChangeRecord.model_validate(d)
+
+
+def image_of(change: str, team: str, ref: ItemRef, state: tuple[Row, str, str | None] | None) -> ArchivedItem:
+    """The before-image of ``ref`` from its current ``state`` (properties without an episode's text,
+    owned edges as JSON, the text), or of an item the change is about to create (``state`` None)."""
+    if state is None:
+        return ArchivedItem(change=change, team=team, label=ref.label, key=ref.key, existed=False)
+    props, edges, text = state
+    return ArchivedItem(
+        change=change,
+        team=team,
+        label=ref.label,
+        key=ref.key,
+        existed=True,
+        props=props_json(props),
+        edges=edges,
+        text=text if ref.text else None,
+    )
 
 
 def archived_row(a: ArchivedItem, at: datetime) -> Row:

@@ -331,19 +331,20 @@ class ChangeRecord(BaseModel):
     purged_at: Time | None = None  # its images are gone (decay.archive_days): it can no longer be undone
 
 
-@dataclass(frozen=True)
-class ArchivedItem:
+class ArchivedItem(BaseModel):
     """One item as it was before a change first wrote it. ``props``: its properties as JSON (an
     episode's text apart, in ``text``, kept only when the change dropped it); ``edges``: the
     relationships it owned, ``[[type, target id or key, prompt], ...]``; ``existed`` False: the change
     created it, and an undo deletes it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     change: str
     team: str
     label: ArchivedLabel
     key: str
     existed: bool
-    props: str
+    props: str = "{}"
     edges: str = "[]"
     text: str | None = None
 

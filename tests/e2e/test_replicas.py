@@ -66,12 +66,13 @@ def stores(env: dict[str, str], data: Path) -> Iterator[Any]:
 
 def state(env: dict[str, str], data: Path) -> dict[str, Any]:
     """What the crash matrix compares (tests/crash_driver.py): every node and relationship but the
-    ledger's runs and the leases (who held what, and until when), every vector id, the drift."""
+    ledger's runs, the leases (who held what, and until when) and the archive (each run's images,
+    under its id), every vector id, the drift."""
     from taskzilla_sleep.reconcile import reconcile
 
     with stores(env, data) as s:
         return {
-            "graph": s.graph.snapshot(skip_labels=frozenset({"Run", "Lease"})),
+            "graph": s.graph.snapshot(skip_labels=frozenset({"Run", "Lease", "Change", "Archived"})),
             "vectors": {
                 f"{t}/{k}": sorted(s.vectors.present(t, k)) for t in s.vectors.teams() for k in ("episodes", "patterns")
             },

@@ -15,7 +15,7 @@ from taskzilla_sleep.stores.codec import (
     change_from_props,
     change_props,
     image_key,
-    props_json,
+    image_of,
 )
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
 from taskzilla_sleep.stores.ports import (
@@ -65,13 +65,7 @@ class CypherArchive(CypherBase):
                     if ref.text and not have[key] and state is not None and state[2] is not None:
                         texts.append({"key": key, "text": state[2], "text_bytes": len(state[2].encode())})
                     continue
-                if state is None:
-                    item = ArchivedItem(change.id, team, ref.label, ref.key, False, "{}")
-                else:
-                    props, edges, text = state
-                    item = ArchivedItem(
-                        change.id, team, ref.label, ref.key, True, props_json(props), edges, text if ref.text else None
-                    )
+                item = image_of(change.id, team, ref, state)
                 new.append(archived_row(item, change.at))
                 have[key] = item.text is not None
             if new:

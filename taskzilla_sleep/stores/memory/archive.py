@@ -18,9 +18,9 @@ from taskzilla_sleep.stores.codec import (
     episode_from_props,
     episode_props,
     image_key,
+    image_of,
     pattern_from_props,
     pattern_props,
-    props_json,
 )
 from taskzilla_sleep.stores.memory.ops import MemoryOps
 from taskzilla_sleep.stores.ports import (
@@ -37,7 +37,14 @@ Edge = tuple[str, str, str | None]  # (type, target id or key, prompt)
 
 class MemoryArchive(MemoryOps):
     # -- what an item is now ------------------------------------------------------------------------
-    def _state(self, label: ArchivedLabel, key: str) -> tuple[dict[str, Any], list[Edge], str | None] | None:
+    def _state(self, label: ArchivedLabel, key: str) -> tuple[dict[str, Any], str, str | None] | None:
+        found = self._current(label, key)
+        if found is None:
+            return None
+        props, edges, text = found
+        return props, json.dumps(sorted([list(e) for e in edges], key=repr)), text
+
+    def _current(self, label: ArchivedLabel, key: str) -> tuple[dict[str, Any], list[Edge], str | None] | None:
         """(properties without an episode's text, owned relationships, the episode's text) or None."""
         if label == "Episode":
             e = self.episode_nodes.get(key)
@@ -86,22 +93,9 @@ class MemoryArchive(MemoryOps):
                 state = self._state(ref.label, ref.key)
                 if have is not None:
                     if ref.text and have.text is None and state is not None and state[2] is not None:
-                        self.archived[key] = ArchivedItem(**{**have.__dict__, "text": state[2]})
+                        self.archived[key] = have.model_copy(update={"text": state[2]})
                     continue
-                if state is None:
-                    self.archived[key] = ArchivedItem(change.id, team, ref.label, ref.key, False, "{}")
-                    continue
-                props, edges, text = state
-                self.archived[key] = ArchivedItem(
-                    change.id,
-                    team,
-                    ref.label,
-                    ref.key,
-                    True,
-                    props_json(props),
-                    json.dumps(sorted([list(e) for e in edges], key=repr)),
-                    text if ref.text else None,
-                )
+                self.archived[key] = image_of(change.id, team, ref, state)
 
     def get_change(self, change_id: str) -> ChangeRecord | None:
         with self._lock:
