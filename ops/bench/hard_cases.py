@@ -22,7 +22,8 @@ Providers:
 - ``oracle``: the oracle model over real HTTP through litellm (``oracle.py`` behind the same stub),
   each week answered from its own gold (``oracle_gold.build``): a perfect model, so its figures are
   the pipeline's ceiling. Beside the scores, what the oracle could not express, per gold key (the
-  first stage each key stopped at): ``filtered`` (fewer than ``distill.min_episodes`` of its
+  first stage each key stopped at): ``too few`` (people state it fewer than ``distill.min_episodes``
+  times: the one-person preferences), ``filtered`` (fewer than that many of its
   messages left after the ingest's write discipline and the gate, ``policies.is_learnable`` and
   ``distinct_texts`` applied to each day's stored messages), ``never shown`` (no group held that
   many of them), ``dropped`` (shown, but over the prompt's belief limit in every such group),
@@ -407,8 +408,9 @@ def oracle_funnel(built: oracle_gold.Built, week: Week, r: dict[str, Any], oracl
 GUARDS = ("non_beliefs", "injections_blocked", "too_little_support", "support_dropped")
 
 
-FUNNEL = ("keys", "answered", "written", "never_shown", "filtered", "dropped", "limit_drops")
+FUNNEL = ("keys", "answered", "written", "never_shown", "filtered", "too_few", "dropped", "limit_drops")
 MESSAGES = ("supportable", "stored", "passed_gate", "shown")
+CEILING_KEYS = ("keys", "answered", "written", "never_shown", "filtered", "too_few", "limit_drops")
 
 
 def sum_funnels(fs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -533,15 +535,16 @@ def render_ceiling(p: str, r: dict[str, Any]) -> list[str]:
     out = [
         "",
         f"**{p}** — the pipeline's ceiling per week (a perfect model's answers; keys: the gold's beliefs, each "
-        "side of a change or disagreement one key; never shown: no group held enough of its messages; filtered: "
+        "side of a change or disagreement one key; too few: people state it fewer times than a belief needs; "
+        "never shown: no group held enough of its messages; filtered: "
         "too few of its messages left after the ingest and the gate; limit drops: keys left out by the "
         "prompt's beliefs-per-group limit; refused: answers the guards after the model did not write, "
         "as statements that are no belief / injections / with too little support):",
         "",
         "| week | habit recall | changes flagged | disagreements flagged | belief precision | keys | answered "
-        "| written | never shown | filtered | limit drops | refused | messages: supportable / stored / passed gate "
-        "/ shown |",
-        "|---|" + "---|" * 12,
+        "| written | never shown | filtered | too few | limit drops | refused | messages: supportable / stored / "
+        "passed gate / shown |",
+        "|---|" + "---|" * 13,
     ]
     rows = [(w, wr["headline"], wr["counts"], wr["oracle"]) for w, wr in r["weeks"].items()]
     rows.append(("all", r["headline"], r["counts"], r["oracle"]))
@@ -550,11 +553,11 @@ def render_ceiling(p: str, r: dict[str, Any]) -> list[str]:
         m = f["messages"]
         msgs = " / ".join("–" if m.get(k) is None else str(m[k]) for k in MESSAGES)
         cells = [_fmt(k, head[k], counts) for k in keys]
-        cells += [str(f[k]) for k in ("keys", "answered", "written", "never_shown", "filtered", "limit_drops")]
+        cells += [str(f[k]) for k in CEILING_KEYS]
         cells.append(" / ".join(str(f["refused"][k]) for k in GUARDS[:3]))
         out.append(f"| {w} | " + " | ".join(cells) + f" | {msgs} |")
     out += ["", f"**{p}** — gold keys by class and the first stage they stopped at:", ""]
-    stages = ("keys", "filtered", "never_shown", "dropped", "answered", "written")
+    stages = ("keys", "too_few", "filtered", "never_shown", "dropped", "answered", "written")
     out += ["| class | " + " | ".join(s.replace("_", " ") for s in stages) + " |", "|---|" + "---|" * len(stages)]
     for cls, c in sorted(r["oracle"]["by_class"].items()):
         out.append(f"| {cls} | " + " | ".join(str(c.get(s, 0)) for s in stages) + " |")

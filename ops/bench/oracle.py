@@ -254,7 +254,8 @@ def funnel(
 
     ``ids``: key -> the ids of the messages that may support it; ``stored``: ids the ingest stored;
     ``passed``: ids the gate lets through to grouping (None: not measured); ``written``: keys some
-    pattern was written for. Stages: ``filtered`` (fewer than ``min_support`` of its messages left
+    pattern was written for. Stages: ``too_few`` (people state it fewer than ``min_support`` times:
+    no group could ever support it), ``filtered`` (fewer than ``min_support`` of its messages left
     after the ingest and the gate), ``never_shown`` (no group held ``min_support`` of them),
     ``dropped`` (shown, but every group it had enough in was over the belief limit), ``answered``.
     """
@@ -268,7 +269,9 @@ def funnel(
         msgs["stored"] += sum(i in stored_ids for i in own)
         msgs["passed_gate"] += len(usable)
         msgs["shown"] += sum(texts.get(i) in shown or i in shown for i in own)
-        if len(usable) < min_support:
+        if len(own) < min_support:
+            stage[key] = "too_few"
+        elif len(usable) < min_support:
             stage[key] = "filtered"
         elif stats.most_in_group[key] < min_support:
             stage[key] = "never_shown"
@@ -279,6 +282,7 @@ def funnel(
     counts = Counter(stage.values())
     return {
         "keys": len(ids),
+        "too_few": counts["too_few"],
         "filtered": counts["filtered"],
         "never_shown": counts["never_shown"],
         "dropped": counts["dropped"],
@@ -288,6 +292,7 @@ def funnel(
         "limit_drops": sum(stats.dropped.values()),
         "messages": dict(msgs) | ({} if passed_ids is not None else {"passed_gate": None}),
         "stage": dict(sorted(stage.items())),
+        "most_in_group": {k: stats.most_in_group[k] for k in sorted(ids)},  # of its messages, in one group
         "calls": {"distill": stats.distill_calls, "reflect": stats.reflect_calls},
         "unknown_prompts": dict(stats.unknown_prompts),
     }

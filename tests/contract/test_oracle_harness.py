@@ -32,7 +32,7 @@ def test_the_oracle_is_asked_and_what_it_answers_is_written(
         assert f["calls"]["distill"] > 0 and not f["unknown_prompts"], f
         # Each week answered from its own gold: every key it reached is that week's.
         assert set(f["stage"]) == set(built.gold.beliefs)
-        assert f["keys"] == f["filtered"] + f["never_shown"] + f["dropped"] + f["answered"]
+        assert f["keys"] == f["too_few"] + f["filtered"] + f["never_shown"] + f["dropped"] + f["answered"]
         assert f["answered"] >= 1 and 1 <= f["written"] <= f["answered"] + f["dropped"], f
         assert set(f["written_keys"]) <= {k for k, stage in f["stage"].items() if stage in ("answered", "dropped")}
         m = f["messages"]

@@ -449,6 +449,7 @@ def test_the_gold_cli_writes_a_file_the_loader_reads(tmp_path: Path) -> None:
 
 def test_the_funnel_puts_each_key_at_the_first_stage_it_stopped_at() -> None:
     ids = {k: tuple(f"{k}-{n}" for n in range(4)) for k in ("skipped", "gated", "thin", "limit", "ok")}
+    ids["once"] = ("once-0", "once-1")  # stated twice: no group of three could hold it
     texts = {i: f"text of {i}" for own in ids.values() for i in own}
     stored = {i for i in texts if not i.startswith("skipped") or i.endswith("0")}
     passed = {i for i in stored if not i.startswith("gated") or i.endswith(("0", "1"))}
@@ -466,8 +467,10 @@ def test_the_funnel_puts_each_key_at_the_first_stage_it_stopped_at() -> None:
         "thin": "never_shown",
         "limit": "dropped",
         "ok": "answered",
+        "once": "too_few",
     }
-    assert (f["keys"], f["filtered"], f["never_shown"], f["dropped"], f["answered"], f["written"]) == (5, 2, 1, 1, 1, 1)
+    counts = (f["keys"], f["too_few"], f["filtered"], f["never_shown"], f["dropped"], f["answered"], f["written"])
+    assert counts == (6, 1, 2, 1, 1, 1, 1)
     assert f["limit_drops"] == 2
-    assert f["messages"] == {"supportable": 20, "stored": 17, "passed_gate": 15, "shown": 6}
+    assert f["messages"] == {"supportable": 22, "stored": 19, "passed_gate": 17, "shown": 6}
     assert funnel(ids, texts, stored, None, stats, 3)["messages"]["passed_gate"] is None
