@@ -122,6 +122,13 @@ class Oracle:
             return Reply(status=400, content=f"oracle: no answerer for {what} (known: {known}); add one to ANSWERERS")
         return answerer(self, body)
 
+    def called(self, prompt: str) -> None:
+        with self._lock:
+            if prompt == "distill":
+                self.stats.distill_calls += 1
+            else:
+                self.stats.reflect_calls += 1
+
     # -- version-neutral judgements -----------------------------------------------------------
 
     def group_beliefs(self, rows: Sequence[Row], min_support: int, limit: int) -> list[dict[str, Any]]:
@@ -211,8 +218,7 @@ def _distill_v2(oracle: Oracle, body: dict[str, Any]) -> str:
     system = next((str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "system"), "")
     m = _MAX_BELIEFS.search(system)
     limit = int(m.group(1)) if m else 3  # v2's rule 2 ("At most 3 beliefs per group")
-    with oracle._lock:
-        oracle.stats.distill_calls += 1
+    oracle.called("distill")
     out: dict[int, list[dict[str, Any]]] = {}
     for g in prompt_data.groups(body):
         rows = [
@@ -225,8 +231,7 @@ def _distill_v2(oracle: Oracle, body: dict[str, Any]) -> str:
 
 def _reflect_v2(oracle: Oracle, body: dict[str, Any]) -> str:
     new, olds = prompt_data.beliefs(body)
-    with oracle._lock:
-        oracle.stats.reflect_calls += 1
+    oracle.called("reflect")
 
     def key(view: Mapping[str, Any]) -> str | None:
         return oracle.key_of_belief(str(view.get("statement", "")), [str(x) for x in view.get("examples", [])])
