@@ -113,9 +113,16 @@ bench-scale: $(STAMP) $(NEO4J_CP)
 # offline one, or TASKZILLA_EVAL_MODEL=<any litellm model> (TASKZILLA_EVAL_API_BASE for a local
 # server) through the v2 prompts. Prints accuracy per case class and prompt id. CI runs the offline
 # pass in `make test` (tests/contract/test_golden.py). EVAL_ARGS=--failures 20 lists what failed.
+# Then the pipeline's ceiling: the hard-case weeks (EVAL_ORACLE_WEEKS, default all 20; empty: skip)
+# replayed with the oracle model (ops/bench/oracle.py, gold answers over HTTP through litellm), about
+# 3 min on two cores; tables in .tmp/eval/oracle.md, everything in .tmp/eval/oracle.json.
 EVAL_ARGS ?=
+EVAL_ORACLE_WEEKS ?= all
 eval: $(STAMP)
 	$(BIN)/python -m ops.bench.golden $(EVAL_ARGS)
+	@if [ -n "$(EVAL_ORACLE_WEEKS)" ]; then \
+	  $(BIN)/python -m ops.bench.hard_cases --weeks $(EVAL_ORACLE_WEEKS) --providers oracle --failures 0 \
+	    --work .tmp/eval/oracle --json .tmp/eval/oracle.json --md .tmp/eval/oracle.md; fi
 
 clean:
 	rm -rf $(VENV) $(NEO4J_LOCAL)/target .mypy_cache .ruff_cache .pytest_cache

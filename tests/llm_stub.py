@@ -68,6 +68,7 @@ class StubCall:
     status: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    authorization: str | None = None  # the request's Authorization header (the key the client sent)
 
 
 class LLMStub:
@@ -78,8 +79,10 @@ class LLMStub:
         default: Responder | None = None,
         latency_s: float = 0.0,
         timeout_sleep_s: float = 10.0,
+        port: int = 0,
     ) -> None:
         self.default = default
+        self.listen_port = port  # 0: any free port (``port`` says which one once started)
         self.latency_s = latency_s
         self.timeout_sleep_s = timeout_sleep_s
         self.calls: list[StubCall] = []
@@ -102,7 +105,7 @@ class LLMStub:
         class Handler(_Handler):
             owner = stub
 
-        server = ThreadingHTTPServer((HOST, 0), Handler)
+        server = ThreadingHTTPServer((HOST, self.listen_port), Handler)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -174,8 +177,8 @@ class LLMStub:
         with self._lock:
             self._in_flight -= 1
 
-    def _arrived(self, path: str, body: dict[str, Any]) -> StubCall:
-        call = StubCall(path, body)
+    def _arrived(self, path: str, body: dict[str, Any], authorization: str | None = None) -> StubCall:
+        call = StubCall(path, body, authorization=authorization)
         with self._lock:
             self.calls.append(call)
         return call
@@ -224,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _chat(self, path: str, body: dict[str, Any]) -> None:
         owner = self.owner
         owner._enter()
-        call = owner._arrived(path, body)
+        call = owner._arrived(path, body, self.headers.get("Authorization"))
         try:
             reply = owner._next(body)
             if owner._sleep(owner.latency_s) or owner._sleep(reply.delay_s) or reply.hang_up:

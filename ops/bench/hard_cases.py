@@ -1,6 +1,6 @@
 """The honest quality harness: the hard-case corpus replayed on real stores, scored per class and provider.
 
-    python -m ops.bench.hard_cases [--weeks w01,w04] [--providers offline,lazy] [--work DIR]
+    python -m ops.bench.hard_cases [--weeks w01,w04|all] [--providers offline,lazy,oracle] [--work DIR]
                                    [--json FILE] [--md FILE] [--failures N]
 
 Each week of ``tests/data/hard_cases`` (written by an author who never read the product code) runs
@@ -19,6 +19,18 @@ Providers:
 - ``lazy``: a careless model over real HTTP through litellm (``lazy_model.py`` behind
   ``tests/llm_stub.py``): every group a pattern of its longest message, every pair "compatible".
   Its figures measure the product's guards against a careless model, not a model's judgement.
+- ``oracle``: the oracle model over real HTTP through litellm (``oracle.py`` behind the same stub),
+  each week answered from its own gold (``oracle_gold.build``): a perfect model, so its figures are
+  the pipeline's ceiling. Beside the scores, what the oracle could not express, per gold key (the
+  first stage each key stopped at): ``too few`` (people state it fewer than ``distill.min_episodes``
+  times: the one-person preferences), ``filtered`` (fewer than that many of its
+  messages left after the ingest's write discipline and the gate, ``policies.is_learnable`` and
+  ``distinct_texts`` applied to each day's stored messages), ``never shown`` (no group held that
+  many of them), ``dropped`` (shown, but over the prompt's belief limit in every such group),
+  ``answered``; and ``written``: keys some pattern (before or after the decay night) is mostly about.
+
+Weeks: the default is w01–w08 (the figures in BENCHMARKS.md); any week of the corpus is accepted
+(w09–w12, the translations w01-de, w01-nl, …), and ``--weeks all`` takes them all.
 """
 
 from __future__ import annotations
@@ -43,12 +55,14 @@ if str(ROOT) not in sys.path:  # tests/ (the stub) lives beside the package
     sys.path.append(str(ROOT))
 
 from ops.bench import hard_score as hs  # noqa: E402
+from ops.bench import oracle_gold  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "hard_cases"
 WEEKS = tuple(f"w{n:02d}" for n in range(1, 9))
 PROVIDERS = {
     "offline": "offline provider (the default, no model)",
     "lazy": "lazy model over HTTP via litellm (tests/llm_stub.py + ops/bench/lazy_model.py)",
+    "oracle": "oracle model over HTTP via litellm: the gold's answers (tests/llm_stub.py + ops/bench/oracle.py)",
 }
 NIGHT_AT = (3, 5)
 DECAY_NIGHT_AFTER = timedelta(hours=73)
@@ -135,6 +149,8 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
         llm = build_llm(settings, embedder)
         team = week.gold.team
         stored: set[str] = set()
+        people = frozenset(str(e["author"]).casefold() for e in week.episodes)
+        learnable: list[Any] | None = []
         nights: list[dict[str, Any]] = []
 
         def night(now: datetime) -> None:
@@ -153,7 +169,9 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
             if eps:
                 at = datetime.fromisoformat(eps[-1]["ts"])
                 lines = [json.dumps(e, ensure_ascii=False) for e in eps]
-                stored |= set(s.ingestor(clock=lambda at=at: at).ingest_lines(lines, f"{week.name}.jsonl").new_ids)
+                new = s.ingestor(clock=lambda at=at: at).ingest_lines(lines, f"{week.name}.jsonl").new_ids
+                stored |= set(new)
+                learnable = None if learnable is None else gate(s.graph, new, people, learnable)
             last = week.night_after(day)
             night(last)
         assert last is not None
@@ -173,6 +191,8 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
     obs.baseline = store_everything(week, work / "baseline", embedder, questions(week.gold))
     return {
         "observed": obs,
+        "passed_gate": passed(learnable),
+        "min_support": settings.distill.min_episodes,
         "nights": nights,
         "llm": usage,
         "seconds": round(time.perf_counter() - t0, 1),
@@ -181,6 +201,30 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
             for p in obs.final.patterns
         ],
     }
+
+
+def gate(graph: Any, ids: Sequence[str], people: frozenset[str], learnable: list[Any]) -> list[Any] | None:
+    """``learnable`` and the stored episodes of ``ids`` the gate lets through to grouping, as a
+    distill reads them (raw); None when the package measured has no such gate (``--package-root``)."""
+    try:
+        from taskzilla_sleep.models import EpisodeStatus
+        from taskzilla_sleep.policies import is_learnable
+
+        raw = [e.model_copy(update={"status": EpisodeStatus.RAW}) for e in graph.get_episodes(sorted(ids))]
+        return learnable + [e for e in raw if is_learnable(e, people)]
+    except (ImportError, TypeError, AttributeError):
+        return None
+
+
+def passed(learnable: list[Any] | None) -> list[str] | None:
+    """The ids of ``learnable`` left once identical texts count once (the first kept), as distill does."""
+    if learnable is None:
+        return None
+    try:
+        from taskzilla_sleep.policies import distinct_texts
+    except ImportError:
+        return [e.id for e in learnable]
+    return sorted(e.id for e in distinct_texts(learnable))
 
 
 def questions(gold: hs.Gold) -> list[str]:
@@ -247,20 +291,32 @@ def store_everything(week: Week, where: Path, embedder: Any, qs: Sequence[str]) 
 # -- the whole corpus ---------------------------------------------------------------------------------
 
 
+@dataclass
+class Serving:
+    """A provider's settings, and the stub serving its model (None: no model over HTTP)."""
+
+    overrides: dict[str, Any]
+    stub: Any = None
+
+
 @contextlib.contextmanager
-def provider_overrides(name: str) -> Iterator[dict[str, Any]]:
+def provider_overrides(name: str) -> Iterator[Serving]:
     if name == "offline":
-        yield {}
+        yield Serving({})
         return
-    if name != "lazy":
+    if name not in PROVIDERS:
         raise ValueError(f"unknown provider {name!r}; choose from {', '.join(PROVIDERS)}")
     from ops.bench import lazy_model
     from tests.llm_stub import LLMStub
 
+    # Today's client sends a placeholder key to a loopback server by itself; an older package
+    # measured with --package-root may not.
     os.environ.setdefault("OPENAI_API_KEY", "sk-harness-not-a-real-key")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    with LLMStub(default=lazy_model.answer) as stub:
-        yield {"llm.model": "openai/lazy-model", "llm.api_base": stub.url, "llm.timeout_s": 60}
+    # The oracle's answerer is set per week (each week answered from its own gold).
+    with LLMStub(default=lazy_model.answer if name == "lazy" else None) as stub:
+        model = "openai/lazy-model" if name == "lazy" else "openai/oracle"
+        yield Serving({"llm.model": model, "llm.api_base": stub.url, "llm.timeout_s": 60}, stub)
 
 
 def run(
@@ -281,12 +337,25 @@ def run(
         t0 = time.perf_counter()
         per_week: dict[str, Any] = {}
         scores: list[hs.WeekScore] = []
-        with provider_overrides(prov) as llm:
+        expressed: list[dict[str, Any]] = []
+        with provider_overrides(prov) as serving:
             for week in loaded:
-                r = replay(week, work / prov / week.name, embedder, llm)
+                oracle = None
+                if prov == "oracle":
+                    from ops.bench.oracle import Oracle
+
+                    built = oracle_gold.build(week.name, corpus)
+                    oracle = Oracle(built.gold)
+                    serving.stub.default = oracle.answer
+                r = replay(week, work / prov / week.name, embedder, serving.overrides)
                 sc = hs.score(week.gold, r["observed"])
                 scores.append(sc)
+                extra: dict[str, Any] = {}
+                if oracle is not None:
+                    extra["oracle"] = oracle_funnel(built, week, r, oracle)
+                    expressed.append(extra["oracle"])
                 per_week[week.name] = {
+                    **extra,
                     **sc.as_dict(),
                     "headline": hs.headline(sc.counts),
                     "nights_ok": all(n["ok"] for n in r["nights"]),
@@ -309,6 +378,57 @@ def run(
             "weeks": per_week,
             "seconds": round(time.perf_counter() - t0, 1),
         }
+        if expressed:
+            out["providers"][prov]["oracle"] = sum_funnels(expressed)
+    return out
+
+
+def oracle_funnel(built: oracle_gold.Built, week: Week, r: dict[str, Any], oracle: Any) -> dict[str, Any]:
+    from ops.bench.oracle import funnel
+
+    obs: hs.Observed = r["observed"]
+    patterns = obs.before_decay.patterns + obs.final.patterns
+    written = {
+        k
+        for k in built.ids
+        if any(
+            hs.mostly(p.evidence, week.gold.labels, oracle_gold.corpus_labels(k, built.corpus_class[k]))
+            for p in patterns
+        )
+    }
+    texts = {e["id"]: e["text"] for e in week.episodes}
+    # What the product's guards refused of the oracle's answers, night by night (distill's counts).
+    refused = {k: sum(int(n["steps"].get("distill", {}).get(k) or 0) for n in r["nights"]) for k in GUARDS}
+    return funnel(built.ids, texts, obs.stored, r["passed_gate"], oracle.stats, r["min_support"], written) | {
+        "classes": dict(built.corpus_class),
+        "refused": refused,
+    }
+
+
+GUARDS = ("non_beliefs", "injections_blocked", "too_little_support", "support_dropped")
+
+
+FUNNEL = ("keys", "answered", "written", "never_shown", "filtered", "too_few", "dropped", "limit_drops")
+MESSAGES = ("supportable", "stored", "passed_gate", "shown")
+CEILING_KEYS = ("keys", "answered", "written", "never_shown", "filtered", "too_few", "limit_drops")
+
+
+def sum_funnels(fs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: sum(int(f[k]) for f in fs) for k in FUNNEL}
+    out["refused"] = {k: sum(int(f["refused"].get(k, 0)) for f in fs) for k in GUARDS}
+    gate_known = all(f["messages"].get("passed_gate") is not None for f in fs)
+    out["messages"] = {
+        k: (sum(int(f["messages"].get(k) or 0) for f in fs) if k != "passed_gate" or gate_known else None)
+        for k in MESSAGES
+    }
+    by_class: dict[str, dict[str, int]] = {}
+    for f in fs:
+        for key, stage in f["stage"].items():
+            c = by_class.setdefault(f["classes"][key], {})
+            c[stage] = c.get(stage, 0) + 1
+            c["keys"] = c.get("keys", 0) + 1
+            c["written"] = c.get("written", 0) + (key in f["written_keys"])
+    out["by_class"] = by_class
     return out
 
 
@@ -394,6 +514,9 @@ def render(result: dict[str, Any], failures: int = 40) -> str:
         for w, wr in r["weeks"].items():
             cells = [_fmt(k, wr["headline"][k], wr["counts"]) for k in keys]
             out.append(f"| {w} | " + " | ".join(cells) + f" | {wr['nights_ok']} | {wr['seconds']:.0f} |")
+    for p in provs:
+        if "oracle" in result["providers"][p]:
+            out += render_ceiling(p, result["providers"][p])
     if failures:
         for p in provs:
             fs = result["providers"][p]["failures"]
@@ -407,14 +530,48 @@ def render(result: dict[str, Any], failures: int = 40) -> str:
     return "\n".join(out)
 
 
+def render_ceiling(p: str, r: dict[str, Any]) -> list[str]:
+    """The oracle's tables: the pipeline's ceiling per week, and what the oracle could not express."""
+    out = [
+        "",
+        f"**{p}** — the pipeline's ceiling per week (a perfect model's answers; keys: the gold's beliefs, each "
+        "side of a change or disagreement one key; too few: people state it fewer times than a belief needs; "
+        "never shown: no group held enough of its messages; filtered: "
+        "too few of its messages left after the ingest and the gate; limit drops: keys left out by the "
+        "prompt's beliefs-per-group limit; refused: answers the guards after the model did not write, "
+        "as statements that are no belief / injections / with too little support):",
+        "",
+        "| week | habit recall | changes flagged | disagreements flagged | belief precision | keys | answered "
+        "| written | never shown | filtered | too few | limit drops | refused | messages: supportable / stored / "
+        "passed gate / shown |",
+        "|---|" + "---|" * 13,
+    ]
+    rows = [(w, wr["headline"], wr["counts"], wr["oracle"]) for w, wr in r["weeks"].items()]
+    rows.append(("all", r["headline"], r["counts"], r["oracle"]))
+    keys = ("habit_recall", "changes_flagged", "disagreements_flagged", "belief_precision")
+    for w, head, counts, f in rows:
+        m = f["messages"]
+        msgs = " / ".join("–" if m.get(k) is None else str(m[k]) for k in MESSAGES)
+        cells = [_fmt(k, head[k], counts) for k in keys]
+        cells += [str(f[k]) for k in CEILING_KEYS]
+        cells.append(" / ".join(str(f["refused"][k]) for k in GUARDS[:3]))
+        out.append(f"| {w} | " + " | ".join(cells) + f" | {msgs} |")
+    out += ["", f"**{p}** — gold keys by class and the first stage they stopped at:", ""]
+    stages = ("keys", "too_few", "filtered", "never_shown", "dropped", "answered", "written")
+    out += ["| class | " + " | ".join(s.replace("_", " ") for s in stages) + " |", "|---|" + "---|" * len(stages)]
+    for cls, c in sorted(r["oracle"]["by_class"].items()):
+        out.append(f"| {cls} | " + " | ".join(str(c.get(s, 0)) for s in stages) + " |")
+    return out
+
+
 def _jsonable(result: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(result, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the hard-case judgement harness")
-    ap.add_argument("--weeks", default=",".join(WEEKS))
-    ap.add_argument("--providers", default=",".join(PROVIDERS))
+    ap.add_argument("--weeks", default=",".join(WEEKS), help="comma-separated, or all (default: w01-w08)")
+    ap.add_argument("--providers", default="offline,lazy", help=f"comma-separated of {', '.join(PROVIDERS)}")
     ap.add_argument("--work", type=Path, default=ROOT / ".tmp" / "hard-cases")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--json", type=Path, help="write the full result here")
@@ -424,9 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.package_root is not None:  # before anything imports the package
         sys.path.insert(0, str(a.package_root.resolve()))
-    weeks = [w for w in a.weeks.split(",") if w]
+    known = oracle_gold.week_names(a.corpus)
+    weeks = known if a.weeks == "all" else [w for w in a.weeks.split(",") if w]
     provs = [p for p in a.providers.split(",") if p]
-    bad = [w for w in weeks if w not in WEEKS] + [p for p in provs if p not in PROVIDERS]
+    bad = [w for w in weeks if w not in known] + [p for p in provs if p not in PROVIDERS]
     if bad:
         ap.error(f"unknown week or provider: {', '.join(bad)}")
     result = _jsonable(run(weeks, provs, a.work, a.corpus))

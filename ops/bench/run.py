@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         "(of synthetic-falkordb, synthetic-neo4j, irc-falkordb, irc-neo4j, hard-cases, irc-quality)",
     )
     ap.add_argument("--hard-weeks", default="w01,w02,w03,w04,w05,w06,w07,w08", help="hard-case weeks to replay")
-    ap.add_argument("--hard-providers", default="offline,lazy", help="hard-case providers (offline, lazy)")
+    ap.add_argument("--hard-providers", default="offline,lazy", help="hard-case providers (offline, lazy, oracle)")
     ap.add_argument("--irc-quality-days", type=int, default=5, help="IRC days of the irc-quality scenario")
     ap.add_argument("--days", type=int, default=30, help="history days before the measured night")
     ap.add_argument("--per-day", type=int, default=2000)

@@ -18,12 +18,18 @@ Two kinds of failure, handled differently:
   reach its model fails loudly and the pipeline records it. Any other 4xx (bad key, unknown
   model, bad request) can't get better by waiting and raises at once.
 
-API keys are litellm's business: it reads them from the environment; nothing here sees them.
+API keys are litellm's business: it reads them from the environment; nothing here sees them. One
+exception: a server on this machine (``llm.api_base`` on 127.0.0.1, ::1 or localhost, such as
+llama.cpp's server or the oracle in ``ops/bench/oracle.py``) usually wants no key, but litellm's
+``openai/`` provider refuses to call without one; when the environment holds none for the model's
+provider, such a call carries the harmless :data:`LOOPBACK_PLACEHOLDER_KEY` (never logged, never
+sent anywhere but the loopback server).
 """
 
 from __future__ import annotations
 
 import contextvars
+import ipaddress
 import os
 import random
 import threading
@@ -33,6 +39,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -63,6 +70,8 @@ ReqT = TypeVar("ReqT")
 ResT = TypeVar("ResT")
 
 _ERROR_TEXT_CHARS = 300  # vendor messages can be long; the start says what happened
+# What a call to a loopback server carries when no key is configured: the OpenAI SDK insists on one.
+LOOPBACK_PLACEHOLDER_KEY = "sk-loopback-no-key"
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,8 @@ class LiteLLMProvider:
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
         self._instruments = instruments  # calls, errors, tokens and skips for /metrics (None: not counted)
+        self._placeholder: str | None = None  # the key a loopback server gets when none is configured
+        self._placeholder_checked = False
 
     # -- the protocol -----------------------------------------------------------------------
 
@@ -249,6 +260,9 @@ class LiteLLMProvider:
         }
         if self._api_base:
             kwargs["api_base"] = self._api_base
+            placeholder = self._loopback_key(litellm)
+            if placeholder is not None:
+                kwargs["api_key"] = placeholder
         response_format = prompt.response_format(self._json_schema, items)
         if response_format is not None:
             kwargs["response_format"] = response_format
@@ -315,6 +329,14 @@ class LiteLLMProvider:
         )
         return _Reply(content if isinstance(content, str) else None, finish_reason == "length")
 
+    def _loopback_key(self, litellm: Any) -> str | None:
+        if not self._placeholder_checked:  # once: the environment is read at the first call
+            self._placeholder = placeholder_key(litellm, self._model, self._api_base)
+            self._placeholder_checked = True
+            if self._placeholder is not None:
+                log.info("llm_loopback_without_key", model=self._model, api_base=self._api_base)
+        return self._placeholder
+
     def _invalid(self, kind: str) -> None:
         self.usage.add("invalid_answers")
         if self._instruments is not None:
@@ -364,6 +386,34 @@ class LiteLLMProvider:
                     future.cancel()
                 raise error
             return [f.result() for f in futures]
+
+
+def is_loopback(api_base: str | None) -> bool:
+    """``api_base`` names a server on this machine: 127.0.0.0/8, ::1 or localhost."""
+    try:
+        host = urlsplit(api_base).hostname if api_base else None
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host.casefold() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def placeholder_key(litellm: Any, model: str, api_base: str | None) -> str | None:
+    """:data:`LOOPBACK_PLACEHOLDER_KEY` for a loopback ``api_base`` when litellm finds no key for the
+    model's provider in the environment; None otherwise (a configured key is always the one sent)."""
+    if not is_loopback(api_base):
+        return None
+    try:
+        found = litellm.validate_environment(model=model, api_base=api_base)
+    except Exception:  # a model litellm cannot place: let the call say what is wrong
+        return None
+    return LOOPBACK_PLACEHOLDER_KEY if found.get("missing_keys") else None
 
 
 def _is_transient(litellm: Any, exc: BaseException) -> bool:
