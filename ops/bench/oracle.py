@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:  # tests/ (the stub) lives beside the package
 from tests.llm_stub import Reply, ScriptItem  # noqa: E402
 
 NO_SUPPORT = frozenset({"bot", "ai-draft"})  # what the bot says is never a person's statement
-_MAX_BELIEFS = re.compile(r"At most (\d+) beliefs per group")
+_MAX_BELIEFS = re.compile(r"At most (\d+) beliefs per (?:group|topic)")
 
 
 @dataclass
@@ -240,7 +240,8 @@ def _reflect_v2(oracle: Oracle, body: dict[str, Any]) -> str:
 
 
 Answerer = Callable[[Oracle, dict[str, Any]], ScriptItem]
-ANSWERERS: dict[str, Answerer] = {"distill-v2": _distill_v2, "reflect-v2": _reflect_v2}
+# DISTILL v3 asks about topics in v2's JSON (groups of numbered messages, the same answer shape).
+ANSWERERS: dict[str, Answerer] = {"distill-v2": _distill_v2, "distill-v3": _distill_v2, "reflect-v2": _reflect_v2}
 
 
 # -- what the pipeline let the oracle express, per key -------------------------------------------------

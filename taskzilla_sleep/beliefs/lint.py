@@ -65,8 +65,57 @@ def _only_negated_destination(text: str, m: re.Match[str]) -> bool:
     return neg is not None and _UNSAFE_DESTINATION.search(window[: neg.start()]) is None
 
 
+# The same markers in the languages teams most often write besides English (de, nl, fr, es, it, pt):
+# a team whose chat is not English is shown to a model unfiltered but for these (beliefs/language.py).
+_ASSISTANT = r"(bot|chatbot|assistant|assistent\w*|assistente|asistente|ai|a\.i\.|ki|ia|llm|taskzilla|@\w*bot\w*)"
+_MEMORY_VERB = (
+    r"(remember|memori[sz]e|store|save|note|merk\w*|speicher\w*|onthoud\w*|sla \w+ op|opslaan|onthouden|"
+    r"retiens|retenez|m[ée]moris\w*|enregistre\w*|recuerd\w*|guarda\w*|memoriz\w*|ricorda\w*|salva\w*|lembr\w*)"
+)
+_SECRET = (
+    r"(passwords?|passw[oö]rt\w*|kennw[oö]rt\w*|wachtwoord\w*|mot de passe|mots de passe|contrase[ñn]a\w*|"
+    r"senha\w*|credentials?|zugangsdaten|inloggegevens|identifiants|credenciales|root[ -]?token|"
+    r"(api|access|secret|private|ssh)[ _-]?(keys?|tokens?|schl[üu]ssel\w*|sleutels?|cl[ée]s?)|tokens?)"
+)
+_SHARE_VERB = (
+    r"(post(s|ed|ing|et|en|e)?|past(e|es|ed|ing)|shar(e|es|ed|ing)|teil\w*|plak\w*|deel\w*|delen|partag\w*|coll\w*|compart\w*|"
+    r"peg\w*|publi\w*|zet\w*|goes to|geht an|gaat naar|va [àa]|va a)"
+)
+# After the secret, a verb form that is no noun ("the password is shared", not "the password of the share").
+_SHARED = (
+    r"(posted|pasted|shared|teil\w*|geteilt|post(et|en)|gepost\w*|plak\w*|gedeeld|delen|partag\w*|compart\w*|"
+    r"pegad\w*|publi\w*|zet\w*|goes to|geht an|gaat naar|va [àa]|va a)"
+)
+_OTHER_LANGUAGES = [
+    rf"\b{_ASSISTANT}\b[^.!?\n]{{0,40}}\b{_MEMORY_VERB}\b",
+    rf"\b{_MEMORY_VERB}\b[^.!?\n]{{0,30}}\b{_ASSISTANT}\b",
+    r"\bignorier\w* (alle |die )?(vorherige\w*|bisherige\w*|obige\w*) (anweisung|instruktion)\w*",
+    r"\bnegeer (alle |de )?(eerdere|vorige|bovenstaande) (instructie|opdracht)\w*",
+    r"\bignore[rz]? (les |toutes les )?(instructions|consignes) (pr[ée]c[ée]dentes|ant[ée]rieures)",
+    r"\bignora (las |todas las )?instrucciones (anteriores|previas)",
+    r"\b(notiz|notitie|note|nota|hinweis|bericht|message|mensaje|mensagem|messaggio)\b[^.!?\n]{0,30}"
+    r"\b(f[üu]r|voor|pour|para|per|to|for|an|aan|[àa])\b[^.!?\n]{0,20}\b(\w+-)?(assist\w*|ki|ai|ia|bot)\b",
+    r"\b(system|systeem|syst[èe]me|sistema) override\b|\boverride (for|f[üu]r|voor|pour|para) (the |den |de |le |el )?",
+    rf"\b{_SECRET}\b[^.!?\n]{{0,50}}\b{_SHARED}\b",
+    rf"\b{_SHARE_VERB}\b[^.!?\n]{{0,50}}\b{_SECRET}\b",
+]
+_OTHER_RE = [re.compile(p, re.I) for p in _OTHER_LANGUAGES]
+_SECRET_RULES = {_OTHER_RE[-2], _OTHER_RE[-1]}
+# A rule against handing secrets around, in those languages: a negation inside or just before it.
+_NEGATION = re.compile(
+    r"\b(never|not|no|don't|do not|nobody|no one|nie|niemals|nicht|niemand|kein\w*|niet|nooit|geen|jamais|ne|pas|"
+    r"personne|nunca|nada|nadie|nem|ningu[ée]m|mai|nessuno)\b",
+    re.I,
+)
+
+
 def injection(text: str) -> str | None:
     """The part of ``text`` that reads as an order to the assistant or handles secrets, or None."""
+    for rx in _OTHER_RE:
+        for m in rx.finditer(text):
+            if rx in _SECRET_RULES and _NEGATION.search(text[max(0, m.start() - 30) : m.end() + 40]):
+                continue  # "Passwörter teilen wir nie im Chat" (the English rules below judge English)
+            return m.group(0).strip()
     for rx in _INJECTION_RE:
         for m in rx.finditer(text):
             if rx in _NEGATABLE and (

@@ -86,7 +86,7 @@ EVIDENCE_CONFIDENCE: Mapping[Evidence, float] = {
     Evidence.MIXED: 0.5,
     Evidence.SINGLE_OPINION: 0.3,
 }
-MAX_BELIEFS = 6  # per topic: its beliefs, a change's two values, two camps; a ramble is cut short
+MAX_BELIEFS = 12  # per topic (a small team's whole window): its beliefs, changes' two values, camps
 
 
 class PatternView(BaseModel):

@@ -174,7 +174,7 @@ class DistillSettings(_Section):
     # The topics a judge is shown (steps/distill/topics.py): messages about one subject over the
     # window, clustered permissively (never split by value or polarity), cut by time past the cap.
     topic_threshold: float = Field(default=0.40, ge=-1, le=1)
-    topic_max_messages: int = Field(default=60, ge=3, le=400)
+    topic_max_messages: int = Field(default=120, ge=3, le=400)
     # A guard after any judge's answer: a belief is stated by at least ``min_authors`` people, or by
     # fewer on at least ``min_days`` days. One person saying a thing in one conversation is never a belief;
     # a rule taught at 10:00 and confirmed by others is one the same day (the watchdog's promise); one

@@ -85,18 +85,26 @@ def _msg(i: int, vector: list[float], day: int = 0, entities: frozenset[str] = f
     return Message(e, np.asarray(vector, dtype=np.float64), entities)
 
 
-def test_topics_gather_one_subject_whatever_the_values_and_drop_scraps() -> None:
-    # Two subjects; within each, statements that would disagree on a value are still one topic.
+def test_a_window_that_fits_is_one_topic_in_time_order() -> None:
     a = [_msg(i, [1.0, 0.1 * (i % 3), 0.0], day=i % 4) for i in range(6)]
     b = [_msg(10 + i, [0.0, 0.1 * (i % 2), 1.0], day=i) for i in range(4)]
-    lone = [_msg(50, [0.0, 1.0, 0.0])]
-    found = topics([*a, *b, *lone], threshold=0.4, max_size=60, min_size=3)
-    assert sorted(len(t) for t in found) == [4, 6]
-    for t in found:
-        assert [e.ts for e in t] == sorted(e.ts for e in t)  # in time order
+    (topic,) = topics([*b, *a], threshold=0.4, max_size=60, min_size=3)
+    assert len(topic) == 10 and [e.ts for e in topic] == sorted(e.ts for e in topic)
+    assert topics(a[:2], threshold=0.4, max_size=60, min_size=3) == []  # too few to hold a belief
 
 
-def test_a_big_topic_is_cut_by_time_into_parts_of_the_cap() -> None:
+def test_a_bigger_window_is_clustered_and_its_scattered_parts_packed_together() -> None:
+    deploys = [_msg(i, [1.0, 0.0, 0.0], day=i % 5) for i in range(8)]
+    reviews = [_msg(20 + i, [0.0, 0.0, 1.0], day=i % 5) for i in range(8)]
+    # Two paraphrases of the deploy rule the clustering would put apart (cosine 0.3 to it).
+    stray = [_msg(40 + i, [0.3, 0.954, 0.0], day=i) for i in range(2)]
+    found = topics([*deploys, *reviews, *stray], threshold=0.4, max_size=10, min_size=3)
+    assert sorted(len(t) for t in found) == [8, 10]
+    together = next(t for t in found if len(t) == 10)
+    assert {e.id for e in together} == {m.episode.id for m in [*deploys, *stray]}
+
+
+def test_a_topic_too_big_for_one_question_is_cut_by_time() -> None:
     many = [_msg(i, [1.0, 0.0, 0.0], day=i // 10) for i in range(25)]
     parts = topics(many, threshold=0.4, max_size=10, min_size=3)
     assert [len(p) for p in parts] == [9, 9, 7]
@@ -106,5 +114,6 @@ def test_a_big_topic_is_cut_by_time_into_parts_of_the_cap() -> None:
 def test_a_shared_entity_brings_a_message_over_the_threshold() -> None:
     base = [_msg(i, [1.0, 0.0, 0.0], entities=frozenset({"platform/tool/grafana"})) for i in range(3)]
     near = _msg(9, [0.36, 0.93, 0.0], entities=frozenset({"platform/tool/grafana"}))  # cosine 0.36 + 0.08
-    (topic,) = topics([*base, near], threshold=0.4, max_size=60, min_size=3)
-    assert len(topic) == 4
+    far = [_msg(20 + i, [0.0, 0.0, 1.0]) for i in range(3)]
+    found = topics([*base, near, *far], threshold=0.4, max_size=4, min_size=3)
+    assert sorted(len(t) for t in found) == [3, 4] and any(near.episode in t for t in found if len(t) == 4)

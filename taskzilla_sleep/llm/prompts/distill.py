@@ -60,7 +60,7 @@ Rules:
 1. Each belief needs at least the number of supporting messages the topic asks for, each of them \
 stating the belief itself (not a question, a thanks, a +1, or a reply that only agrees). A message \
 supports at most one belief. Cite messages by their "n".
-2. At most 6 beliefs per topic; a topic with none answers "beliefs": [].
+2. At most 12 beliefs per topic; a topic with none answers "beliefs": [].
 3. Two values are two beliefs, never one: another number, amount, time, duration, weekday, date, \
 tool, person, or yes against no. When the team held one value and later another (a change: a cue \
 such as "from now on" is not needed, the same practice stated with a new value is enough), write \
@@ -305,9 +305,9 @@ def distill_messages(batch: Sequence[DistillRequest]) -> list[ChatMessage]:
 
 
 def distill_max_tokens(batch: Sequence[DistillRequest]) -> int:
-    # Per topic: room for six 300-char statements with their reasons and message numbers; a
+    # Per topic: room for a dozen 300-char statements with their reasons and message numbers; a
     # model that rambles past this is cut off (and told so) instead of billing us for an essay.
-    return min(8192, sum(min(2600, 400 + 14 * len(r.episodes)) for r in batch))
+    return min(8192, sum(min(4000, 400 + 14 * len(r.episodes)) for r in batch))
 
 
 def distill_items(answer: Items, batch: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | str]:

@@ -1,12 +1,15 @@
-"""The topics distill offers a judge: what the window's messages are about, clustered permissively.
+"""The topics distill offers a judge: what the window's messages are about, grouped permissively.
 
-A topic holds the messages about one subject over the distill window, whoever wrote them and in
-whatever words: embedding similarity to the topic's centroid (plus a bonus for a project, tool, tag
-or person the topic already names) at or above ``distill.topic_threshold``. Nothing splits it by
-value, polarity or change cues: two values held one after the other (a change) or by two camps at
-once (a disagreement) are the judge's to separate, and it can only do that if it sees both. A topic
-bigger than ``distill.topic_max_messages`` is cut by time into consecutive parts of that size, never
-by a rule. Leader clustering in time order: deterministic, O(n·t) for t topics.
+A topic holds messages about one subject over the distill window, whoever wrote them and in whatever
+words, and nothing splits it by value, polarity or change cues: two values held one after the other
+(a change) or by two camps at once (a disagreement) are the judge's to separate, and it can only do
+that if it sees both. A topic need not be about one thing only: the judge separates the beliefs in
+it. What matters is that the messages of one belief are shown together, and a paraphrase barely
+resembles the rule it restates (MiniLM: a habit's messages land in 2-3 of a week's leader clusters).
+So: a window that fits in ``distill.topic_max_messages`` is one topic; a bigger one is clustered (the
+most similar topic's centroid, plus a bonus for a project, tool, tag or person it already names, at or
+above ``distill.topic_threshold``), then the smallest topics join their most similar one while both fit,
+and a topic still too big is cut by time into consecutive parts, never by a rule. Deterministic.
 """
 
 from __future__ import annotations
@@ -37,8 +40,10 @@ def topics(
     ``max_size`` messages (a bigger one in consecutive parts by time; a part smaller than ``min_size``
     joins the one before it)."""
     ordered = sorted(messages, key=lambda m: (m.episode.ts, m.episode.id))
-    if not ordered:
+    if len(ordered) < min_size:
         return []
+    if len(ordered) <= max_size:
+        return [[m.episode for m in ordered]]
     dim = ordered[0].vector.shape[0]
     centroids = np.zeros((len(ordered), dim), dtype=np.float64)  # at most one topic per message
     sums = np.zeros((len(ordered), dim), dtype=np.float64)
@@ -64,11 +69,35 @@ def topics(
             names.append(set(m.entities))
             sums[t] = v
             centroids[t] = v
+    members, sums = _packed(members, sums[: len(members)], max_size)
     out: list[list[Episode]] = []
     for group in members:
         if len(group) >= min_size:
-            out += _parts(group, max_size, min_size)
+            out += _parts(sorted(group, key=lambda e: (e.ts, e.id)), max_size, min_size)
     return out
+
+
+def _packed(
+    members: list[list[Episode]], sums: npt.NDArray[np.float64], max_size: int
+) -> tuple[list[list[Episode]], npt.NDArray[np.float64]]:
+    """The smallest topic joins the most similar one (by centroid) it fits with, until none fits: a
+    belief whose paraphrases the clustering scattered is shown whole as long as the topics allow."""
+    groups = [list(g) for g in members]
+    vec = [np.array(v) for v in sums]
+    while True:
+        order = sorted(range(len(groups)), key=lambda i: (len(groups[i]), i))
+        for i in order:
+            fits = [j for j in range(len(groups)) if j != i and len(groups[i]) + len(groups[j]) <= max_size]
+            if not fits:
+                continue
+            centre = _unit(vec[i])
+            j = max(fits, key=lambda k: (float(_unit(vec[k]) @ centre), -k))
+            groups[j] += groups[i]
+            vec[j] = vec[j] + vec[i]
+            del groups[i], vec[i]
+            break
+        else:
+            return groups, np.array(vec)
 
 
 def _parts(group: list[Episode], max_size: int, min_size: int) -> list[list[Episode]]:
