@@ -176,6 +176,8 @@ def test_more_keys_than_the_prompt_allows_keeps_the_best_supported_and_counts_th
     # approvals, squash, refund.old and timeout.a, three messages each: four keys, three allowed.
     group = [episode(n, t) for n, t in enumerate([*texts[0:9], *texts[12:15]], 1)]
     body, batch = distill_body(group)
+    system = body["messages"][0]
+    system["content"] = system["content"].replace("At most 12 beliefs per topic", "At most 3 beliefs per topic")
 
     [got] = drafts(o, body, batch)
 
@@ -269,21 +271,21 @@ def test_reflect_maps_a_reworded_statement_by_its_example_messages() -> None:
 
 def test_the_prompt_version_is_read_from_the_schema_name_or_the_system_prompt() -> None:
     body, _ = distill_body([episode(1, "x y z")])
-    assert prompt_id(body) == DISTILL.id == "distill-v2"
-    assert prompt_id({"messages": body["messages"]}) == "distill-v2"  # json_schema off: the system prompt
-    assert {"distill-v2", "reflect-v2"} <= set(ANSWERERS)
+    assert prompt_id(body) == DISTILL.id == "distill-v3"
+    assert prompt_id({"messages": body["messages"]}) == "distill-v3"  # json_schema off: the system prompt
+    assert {"distill-v2", "distill-v3", "reflect-v2"} <= set(ANSWERERS)
 
 
 def test_an_unknown_prompt_version_gets_a_clear_error_reply() -> None:
     o = oracle()
     body, _ = distill_body([episode(1, "x y z")])
-    body["response_format"]["json_schema"]["name"] = "distill_v3"
+    body["response_format"]["json_schema"]["name"] = "distill_v9"
 
     reply = o.answer(body)
 
     assert isinstance(reply, Reply) and reply.status == 400
-    assert "distill-v3" in str(reply.content) and "distill-v2" in str(reply.content)
-    assert o.stats.unknown_prompts == Counter({"distill-v3": 1})
+    assert "distill-v9" in str(reply.content) and "distill-v3" in str(reply.content)
+    assert o.stats.unknown_prompts == Counter({"distill-v9": 1})
     other = o.answer(
         {"messages": [{"role": "system", "content": "you are a pirate"}, {"role": "user", "content": "hi"}]}
     )

@@ -140,15 +140,14 @@ def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, state
     ents, vectors = inputs.entities, inputs.episode_vectors
     by_id = {e.id: e for e in members}
     stated = slots(draft.statement, names_of(members, ents), inputs.people)
-    support = sorted(
-        i
-        for i in set(draft.supporting_ids)
-        if not disagree(
-            slots_of(by_id[i], ents, inputs.people),
-            stated,
-            float(vectors[i] @ statement_vector) if i in vectors else 0.0,
-        )
-    )
+
+    def states_it(i: str) -> bool:
+        """A cited message supports the statement: about it (similar enough, in any language) and
+        disagreeing with it on no value (a changed number barely moves an embedding)."""
+        sim = float(vectors[i] @ statement_vector) if i in vectors else 0.0
+        return sim >= s.support_similarity and not disagree(slots_of(by_id[i], ents, inputs.people), stated, sim)
+
+    support = sorted(i for i in set(draft.supporting_ids) if states_it(i))
     plan.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
     if len(support) < s.min_episodes:
         plan.seen.too_little_support += 1

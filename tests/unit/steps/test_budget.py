@@ -102,7 +102,11 @@ def test_a_budgeted_read_asks_the_oldest_group_first_and_the_next_night_the_rest
     fake.add(*rules(), *old)
     fake.llm.beliefs = belief_of_all(STATEMENT)
     settings = fake.settings.model_copy(
-        update={"llm": fake.settings.llm.model_copy(update={"batch_groups": 1, "max_concurrency": 1})}
+        update={
+            "llm": fake.settings.llm.model_copy(update={"batch_groups": 1, "max_concurrency": 1}),
+            # Two topics (a window of 8 would be one): the rules and the docs messages.
+            "distill": fake.settings.distill.model_copy(update={"topic_max_messages": 4}),
+        }
     )
     fake.settings = settings
     gate = Gate(NightBudget(team_calls=1), fake.llm.usage, lambda: NIGHT, None)

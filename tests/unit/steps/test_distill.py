@@ -145,7 +145,8 @@ def test_the_step_on_the_fake_writes_the_pattern_its_vector_the_marks_and_closes
     fake.llm.beliefs = belief_of_all(STATEMENT)
     ctx = fake.ctx()
     plan = distill.decide(distill.read(ctx), fake.settings, NIGHT)
-    assert len(fake.llm.asked) == 1 and {e.id for e in fake.llm.asked[0].episodes} == {f"ep-r{i}" for i in range(4)}
+    # The window is one topic; the greeting is shown too (the judge decides), and supports nothing.
+    assert len(fake.llm.asked) == 1 and {e.id for e in fake.llm.asked[0].episodes} >= {f"ep-r{i}" for i in range(4)}
     counts = distill.write(ctx, plan)
     assert counts["patterns_added"] == 1 and counts["absorbed"] == 4
     (p,) = fake.graph.patterns(TEAM)
