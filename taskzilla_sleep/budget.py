@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from taskzilla_sleep.llm.base import DistillRequest, LLMUsage, ReflectRequest, usage_scope
-from taskzilla_sleep.llm.prompts.distill import distill_max_tokens, distill_messages
+from taskzilla_sleep.llm.prompts.distill import distill_batches, distill_max_tokens, distill_messages
 from taskzilla_sleep.llm.prompts.reflect import MAX_CANDIDATES, reflect_max_tokens, reflect_messages
 from taskzilla_sleep.models import Run
 from taskzilla_sleep.settings import NightBudget
@@ -69,8 +69,7 @@ class Estimate:
 
 def batches(requests: Sequence[DistillRequest], batch_groups: int) -> list[list[int]]:
     """Indexes of ``requests`` per call, as the client batches them (too-small groups are not asked)."""
-    asked = [i for i, r in enumerate(requests) if len({e.id for e in r.episodes}) >= r.min_support]
-    return [asked[k : k + batch_groups] for k in range(0, len(asked), batch_groups)]
+    return distill_batches(requests, batch_groups)
 
 
 def estimate_batch(batch: Sequence[DistillRequest]) -> Estimate:

@@ -53,7 +53,13 @@ from taskzilla_sleep.llm.base import (
     Unanswered,
     Verdict,
 )
-from taskzilla_sleep.llm.prompts.distill import DISTILL, distill_items, distill_max_tokens, distill_messages
+from taskzilla_sleep.llm.prompts.distill import (
+    DISTILL,
+    distill_batches,
+    distill_items,
+    distill_max_tokens,
+    distill_messages,
+)
 from taskzilla_sleep.llm.prompts.reflect import (
     MAX_CANDIDATES,
     REFLECT,
@@ -154,12 +160,11 @@ class LiteLLMProvider:
     # -- the protocol -----------------------------------------------------------------------
 
     def distill_many(self, requests: Sequence[DistillRequest]) -> list[tuple[PatternDraft, ...] | Unanswered]:
-        """Up to ``batch_groups`` groups per call; a group too small for any valid answer is not asked."""
-        small = {i for i, r in enumerate(requests) if len({e.id for e in r.episodes}) < r.min_support}
-        asked = [i for i in range(len(requests)) if i not in small]
-        batches = [asked[k : k + self._batch_groups] for k in range(0, len(asked), self._batch_groups)]
+        """Batched by ``distill_batches`` (topics and messages a call); a topic too small for any
+        valid answer is not asked."""
+        batches = distill_batches(requests, self._batch_groups)
         answers = self._answer(_DISTILL, requests, batches)
-        return [() if i in small else answers[i] for i in range(len(requests))]
+        return [answers.get(i, ()) for i in range(len(requests))]
 
     def classify_many(self, requests: Sequence[ReflectRequest]) -> list[Verdict | Unanswered]:
         """One call per new belief with up to MAX_CANDIDATES old ones (requests sharing ``new.id``)."""

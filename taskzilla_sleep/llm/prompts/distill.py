@@ -304,6 +304,31 @@ def distill_messages(batch: Sequence[DistillRequest]) -> list[ChatMessage]:
     return [{"role": "system", "content": DISTILL.system}, {"role": "user", "content": "\n".join(head + blocks)}]
 
 
+# A call holds at most this many messages (a whole topic goes alone when it is bigger): what a model
+# reads well in one prompt, whatever ``llm.batch_groups`` allows of small groups.
+MAX_BATCH_MESSAGES = 160
+
+
+def distill_batches(requests: Sequence[DistillRequest], batch_groups: int) -> list[list[int]]:
+    """Indexes of ``requests`` per call: up to ``batch_groups`` topics and MAX_BATCH_MESSAGES messages
+    a call, in order; a topic too small for any valid answer is not asked."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    held = 0
+    for i, r in enumerate(requests):
+        if len({e.id for e in r.episodes}) < r.min_support:
+            continue
+        size = len(r.episodes)
+        if current and (len(current) >= batch_groups or held + size > MAX_BATCH_MESSAGES):
+            out.append(current)
+            current, held = [], 0
+        current.append(i)
+        held += size
+    if current:
+        out.append(current)
+    return out
+
+
 def distill_max_tokens(batch: Sequence[DistillRequest]) -> int:
     # Per topic: room for a dozen 300-char statements with their reasons and message numbers; a
     # model that rambles past this is cut off (and told so) instead of billing us for an essay.

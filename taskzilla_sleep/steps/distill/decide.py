@@ -160,7 +160,7 @@ def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, state
         return
     for e in (by_id[i] for i in support):
         evidence[e.id] = e
-    target = _match(s, support, working, pattern_vectors, statement_vector, stated)
+    target = _match(s, support, working, pattern_vectors, statement_vector, stated, draft.statement)
     if target is not None and target.pinned:
         plan.seen.pinned_matches += 1  # pinned facts are immune: never bumped, merged or rewritten
         return
@@ -378,34 +378,39 @@ def _match(
     pattern_vectors: Mapping[str, Vector],
     statement_vector: Vector,
     stated: Slots,
+    statement: str,
 ) -> Pattern | None:
-    """An existing pattern this draft restates: evidence overlap ≥ half, or statement similarity ≥
-    match_threshold — and never one it disagrees with on a slot (a changed value is a new belief,
-    for reflect to flag, not an evidence bump of the old one)."""
+    """An existing pattern this draft restates: evidence overlap ≥ half, or the same statement (its
+    words, case and spacing aside) — and never one it disagrees with on a slot. Only a pinned fact is
+    found by similarity too (``match_threshold``: the caller leaves it alone). Two statements that are
+    merely alike are two patterns for reflect to weigh, where the judge says "same" and the value guard
+    holds: similarity is not identity ("the report is due on the 1st" and "… on the 15th", "Mittwoch"
+    and "Donnerstag" barely move an embedding, and the slots read English only)."""
 
     def agrees(pid: str) -> bool:
         sim = float(pattern_vectors[pid] @ statement_vector) if pid in pattern_vectors else 0.0
         return not disagree(stated, slots(working[pid].statement), max(sim, STRONG_SIMILARITY))
 
     sup = set(support)
+    said = _said(statement)
     best: tuple[float, str] | None = None
     for pid, pat in working.items():
         overlap = len(sup & set(pat.evidence_ids)) / max(1, len(sup))
-        if overlap >= 0.5 and agrees(pid):
-            score = 2.0 + overlap
-            if best is None or score > best[0]:
-                best = (score, pid)
+        score = 2.0 + overlap if overlap >= 0.5 else 1.0 if _said(pat.statement) == said else 0.0
+        if score and agrees(pid) and (best is None or score > best[0]):
+            best = (score, pid)
     if best is None and pattern_vectors:
-        ids = [i for i in pattern_vectors if i in working]
+        ids = [i for i in pattern_vectors if i in working and working[i].pinned]
         if ids:
             sims = np.stack([pattern_vectors[i] for i in ids]) @ statement_vector
-            for k in np.argsort(-sims, kind="stable"):
-                if float(sims[k]) < s.match_threshold:
-                    break
-                if agrees(ids[k]):
-                    best = (float(sims[k]), ids[k])
-                    break
+            k = int(np.argmax(sims))
+            if float(sims[k]) >= s.match_threshold:
+                best = (float(sims[k]), ids[k])
     return working[best[1]] if best else None
+
+
+def _said(statement: str) -> str:
+    return " ".join(statement.casefold().split()).rstrip(".!")
 
 
 def _states_it(

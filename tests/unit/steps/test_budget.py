@@ -47,6 +47,12 @@ def test_the_estimate_batches_like_the_client_and_counts_chars_over_four() -> No
     assert estimate([], 8, None) == Estimate() and estimate_batch([]) == Estimate()
 
 
+def test_a_call_holds_a_few_topics_or_one_big_one_never_more_messages_than_a_model_reads_well() -> None:
+    reqs = [request(0, 100), request(1, 50), request(2, 10), request(3, 200), request(4, 2), request(5, 30)]
+    assert batches(reqs, 8) == [[0, 1, 2], [3], [5]]  # 160 a call; a topic bigger than that alone
+    assert batches(reqs, 2) == [[0, 1], [2], [3], [5]]
+
+
 def test_the_estimate_is_priced_from_litellms_map_when_the_model_has_a_price() -> None:
     got = estimate([request(0, 4)], 8, "gpt-4o-mini")
     assert got.cost_usd is not None and got.cost_usd > 0
