@@ -58,10 +58,6 @@ def _kind(texts: Sequence[str]) -> PatternKind:
     return best[0] if best[1] > 0 else PatternKind.FACT
 
 
-# A group of its statements whose mean cosine to their centre is below this says several things.
-MIN_COHESION = 0.0
-
-
 class OfflineProvider:
     name = "offline"
     # The rules below stand in for both prompts; a change to them is a new version.
@@ -112,7 +108,7 @@ class OfflineProvider:
         drafts: list[PatternDraft] = []
         for g in found:
             members = [by_id[c.episode.id] for c in g.members]
-            if not self._stands_behind([e for e, _ in members], [v for _, v in members]):
+            if not self._stands_behind([e for e, _ in members], [v for _, v in members], s.min_cohesion):
                 continue
             d = self._distill(req, [e for e, _ in members], [v for _, v in members])
             if isinstance(d, Unanswered):
@@ -121,7 +117,7 @@ class OfflineProvider:
         return tuple(drafts)
 
     @staticmethod
-    def _stands_behind(eps: Sequence[EpisodeView], vectors: Sequence[Sequence[float]]) -> bool:
+    def _stands_behind(eps: Sequence[EpisodeView], vectors: Sequence[Sequence[float]], min_cohesion: float) -> bool:
         """What it learns, it can stand behind: several people on several days, or a rule three people
         state the same day; and one thing said in other words, not a catch-all of people each saying
         something else (their statements close to their common centre)."""
@@ -129,7 +125,7 @@ class OfflineProvider:
         days = {e.ts.date() for e in eps}
         if not (len(people) >= 2 and len(days) >= 2 or len(people) >= 3):
             return False
-        return cohesion(vectors) >= MIN_COHESION
+        return cohesion(vectors) >= min_cohesion
 
     def _distill(
         self, req: DistillRequest, eps: Sequence[EpisodeView], vectors: Sequence[Sequence[float]]

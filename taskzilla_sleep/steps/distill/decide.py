@@ -25,6 +25,7 @@ from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternStatu
 from taskzilla_sleep.policies import (
     STRONG_SIMILARITY,
     Ledger,
+    cohesion,
     disagree,
     ledger_confidence,
     main_channel,
@@ -151,6 +152,11 @@ def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, state
     plan.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
     if len(support) < s.min_episodes:
         plan.seen.too_little_support += 1
+        return
+    # One thing said in other words, not a catch-all of messages each saying something else.
+    if cohesion([vectors[i] for i in support if i in vectors]) < s.min_cohesion:
+        plan.seen.catch_all += 1
+        log.info("distill_belief_refused", reason="catch-all", support=len(support))
         return
     people = {by_id[i].author.casefold() for i in support}
     days = {by_id[i].ts.astimezone(work.tz).date() for i in support}

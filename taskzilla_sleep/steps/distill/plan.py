@@ -54,6 +54,7 @@ class DistillCounts:
     shown: int = 0  # messages shown to the judge, in the topics asked
     unread: int = 0  # ... in a language the judge does not read (the offline rules: English only)
     too_few_people: int = 0  # answers by fewer than distill.min_authors people on fewer than min_days days
+    catch_all: int = 0  # answers whose support says several things (cohesion below distill.min_cohesion)
 
 
 @dataclass
@@ -128,6 +129,7 @@ class DistillPlan(PlanBase):
             "shown": s.shown,
             "unread": s.unread,
             "too_few_people": s.too_few_people,
+            "catch_all": s.catch_all,
             **self.estimate.counts(),
         }
 

@@ -114,6 +114,29 @@ def test_decide_bumps_the_belief_it_restates_instead_of_duplicating_it(fake: Fak
     assert change.before == known and change.before_digest is not None
 
 
+def test_a_statement_merely_alike_an_existing_one_is_a_pattern_of_its_own_for_reflect_to_weigh(fake: Fake) -> None:
+    """"... am 1." and "... am 15." barely move an embedding, and the slots read English only: a
+    different belief is never an evidence bump of the old one, however similar it reads."""
+    old_said = "Der monatliche Report ist am 1. des Monats fällig."
+    new_said = "Der monatliche Report ist am 15. des Monats fällig."
+    old = [episode(f"o{i}", old_said, a, at=DAY - timedelta(days=3 - i)) for i, a in enumerate(["ana", "ben", "cleo"])]
+    new = [episode(f"n{i}", new_said, a, at=DAY - timedelta(days=1 - i)) for i, a in enumerate(["dev", "eli"])]
+    new.append(episode("n2", new_said, "ana", at=DAY))
+    known = pattern("pat-report", old_said, old)
+    got = inputs(
+        new,
+        (draft(new_said, new),),
+        live={known.id: known},
+        evidence={e.id: e for e in old},
+        pattern_vectors={known.id: vector(old_said)},
+    )
+    assert float(vector(old_said) @ vector(new_said)) > fake.settings.distill.match_threshold  # alike, not the same
+    plan = distill.decide(got, fake.settings, NIGHT)
+    added = [c for c in plan.changes if c.action == "add"]
+    assert [c.pattern.statement for c in added] == [new_said] and "pat-report" not in {c.pattern.id for c in added}
+    assert not [c for c in plan.changes if c.action == "bump"]
+
+
 def test_decide_keeps_a_group_without_a_usable_answer_pending_and_fails_the_step(fake: Fake) -> None:
     members = rules()
     plan = distill.decide(inputs(members, Unanswered("not JSON")), fake.settings, NIGHT)
