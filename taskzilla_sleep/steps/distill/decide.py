@@ -154,7 +154,7 @@ def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, state
         plan.seen.too_little_support += 1
         return
     # One thing said in other words, not a catch-all of messages each saying something else.
-    if cohesion([vectors[i] for i in support if i in vectors]) < s.min_cohesion:
+    if cohesion([vectors[i].tolist() for i in support if i in vectors]) < s.min_cohesion:
         plan.seen.catch_all += 1
         log.info("distill_belief_refused", reason="catch-all", support=len(support))
         return
