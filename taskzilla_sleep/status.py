@@ -41,6 +41,9 @@ class StatusReport(BaseModel):
     vector_counts: dict[str, dict[str, int]] = Field(default_factory=dict)
     workers: list[dict[str, Any]] = Field(default_factory=list)  # live workers of the data dir (presence)
     lease: LeaseInfo | None = None  # None: the graph could not be read
+    # Per team, the share of what its last distill showed the judge that the judge does not read (the
+    # offline rules read English only): "38 % ... configure a model". Teams with none are left out.
+    unread: dict[str, float] = Field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -67,6 +70,11 @@ class StatusReport(BaseModel):
             lines.append(
                 f"  archive         {c.archived_items} items, {c.archived_texts} message texts, "
                 f"{_size(c.archived_bytes)} (what `undo` and `patterns release` give back; decay.archive_days)"
+            )
+        for team, share in sorted(self.unread.items()):
+            lines.append(
+                f"unread:   {share:.0%} of team {team}'s messages at its last distill are not in a language the "
+                "offline judgement reads; configure a model (llm.model)"
             )
         if self.vectors.reachable:
             lines.append("vector store:")
@@ -126,6 +134,7 @@ def collect_status(
             graph.ping()
             report.graph_counts = graph.counts()
             report.lease = _lease(graph)
+            report.unread = unread_shares(graph)
             gh.reachable = True
         except StoreError as exc:
             gh.error = str(exc)
@@ -145,6 +154,17 @@ def collect_status(
         if owned_graph and graph is not None:
             graph.close()
     return report
+
+
+def unread_shares(graph: GraphStore, runs: int = 50) -> dict[str, float]:
+    """Per team (of the team jobs among the newest ``runs`` runs), what its last distill could not read."""
+    out: dict[str, float] = {}
+    for run in graph.runs(runs):  # newest first: the first seen of a team is its last
+        step = next((x for x in run.steps if x.step == "distill" and x.counts.get("shown")), None)
+        if run.team is None or run.team in out or step is None:
+            continue
+        out[run.team] = step.counts.get("unread", 0) / step.counts["shown"]
+    return {t: v for t, v in out.items() if v > 0}
 
 
 def _lease(graph: GraphStore) -> LeaseInfo:

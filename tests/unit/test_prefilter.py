@@ -117,3 +117,17 @@ def test_a_shared_entity_brings_a_message_over_the_threshold() -> None:
     far = [_msg(20 + i, [0.0, 0.0, 1.0]) for i in range(3)]
     found = topics([*base, near, *far], threshold=0.4, max_size=4, min_size=3)
     assert sorted(len(t) for t in found) == [3, 4] and any(near.episode in t for t in found if len(t) == 4)
+
+
+def test_status_names_the_teams_whose_last_distill_it_could_not_read() -> None:
+    from taskzilla_sleep.models import Run, StepResult
+    from taskzilla_sleep.status import unread_shares
+    from taskzilla_sleep.stores.memory import MemoryGraphStore
+
+    graph = MemoryGraphStore()
+    for i, (team, shown, unread) in enumerate([("de-team", 40, 30), ("de-team", 50, 10), ("en-team", 30, 0)]):
+        step = StepResult(step="distill", status="ok", counts={"shown": shown, "unread": unread})
+        graph.save_run(
+            Run(id=f"r{i}", trigger="schedule", started_at=T0 + timedelta(days=i), now=T0, team=team, steps=[step])
+        )
+    assert unread_shares(graph) == {"de-team": 0.2}  # its last distill; a team that reads all is not named
