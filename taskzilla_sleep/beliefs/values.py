@@ -256,6 +256,26 @@ def union(a: Slots, b: Slots) -> Slots:
     )
 
 
+def value_conflict(a: Slots, b: Slots) -> str | None:
+    """The value two statements disagree on — an amount or a count of one thing, another person, or
+    durations, times of day, weekdays or dates with none in common — or None. The guard a cited
+    message passes whatever the judge: narrower than :func:`conflict` (no polarity, no named tool, no
+    "each names a day the other does not"), which a statement written out in full ("nothing ships on
+    Fridays; Friday work waits for Monday") would fail against every message that names another day
+    in passing."""
+    for kind, xs, ys in (("amount", a.amount, b.amount), ("count", a.count, b.count)):
+        for key in {k for k, _ in xs} & {k for k, _ in ys}:
+            if not {v for k, v in xs if k == key} & {v for k, v in ys if k == key}:
+                return kind
+    if a.persons and b.persons and not a.persons & b.persons:
+        return "named"
+    va, vb = a.values(), b.values()
+    for kind in ("duration", "time", "weekday", "date"):
+        if va[kind] and vb[kind] and not va[kind] & vb[kind]:
+            return kind
+    return None
+
+
 def conflict(a: Slots, b: Slots, strong: bool = True) -> str | None:
     """Which slot two statements about one topic disagree on, or None.
 
