@@ -341,6 +341,7 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             k=args.k,
             include_drafts=args.include_drafts,
             include_superseded=args.include_superseded,
+            min_similarity=settings.recall.min_similarity,
         )
     text = "\n".join(i.render() for i in items) or "(nothing recalled)"
     if args.format == "prompt" and not args.json:

@@ -176,6 +176,7 @@ class MemoryService:
                 k=k,
                 include_drafts=include_drafts,
                 include_superseded=include_superseded,
+                min_similarity=self.settings.recall.min_similarity,
             )
 
     def patterns(

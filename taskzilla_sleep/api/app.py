@@ -186,7 +186,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         ] = "json",
         budget: Annotated[int, Query(ge=20, le=20_000, description="the prompt block's token budget")] = 600,
     ) -> RecallResult:
-        """Pinned facts first, then beliefs, raw episodes only as fallback; never another team.
+        """Pinned facts first, then beliefs before raw episodes as close; never another team.
         Each item names its scores (similarity, confidence), author, channel, time and provenance."""
         scope = service.team(who, team)
         items = service.recall(

@@ -138,7 +138,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
         budget: Annotated[int, Field(ge=20, le=20_000, description="The prompt block's size in tokens.")] = 600,
     ) -> RecallResult:
         """What the team's memory says about a question, best first: facts pinned by people, then beliefs
-        (patterns) with their confidence, similarity and evidence count, raw messages only as fallback.
+        (patterns) with their confidence, similarity and evidence count, before raw messages as close.
         Each item names its author, channel, time and provenance: cite them. A contested belief comes
         with the contradiction's id. Never another team's memory; never the bot's own drafts unless asked."""
         with _as_tool_errors():

@@ -34,9 +34,11 @@ class RecallItem(BaseModel):
     id: str
     team: str
     text: str
-    # Cosine of the item to the query. None: the item is no hit of the query, shown only beside one
+    # Cosine of the item to the query; a belief's is the best of its statement's and its supporting
+    # messages' (``matched_evidence``). None: the item is no hit of the query, shown only beside one
     # that is (the other side of its contradiction, or the belief it replaced).
     similarity: float | None
+    matched_evidence: str | None = None  # a belief's message whose similarity it is (None: the statement's)
     confidence: float | None = None  # beliefs only (a pinned fact: 1.0)
     status: ItemStatus | None = None
     contradiction: ContradictionRef | None = None
@@ -66,6 +68,8 @@ class RecallItem(BaseModel):
         if self.confidence is not None and self.kind == "pattern":
             parts.append(f"confidence {self.confidence:.2f}")
         parts.append("no query match" if self.similarity is None else f"similarity {self.similarity:.2f}")
+        if self.matched_evidence is not None:
+            parts[-1] += " through a supporting message"
         if self.kind == "pattern" and self.evidence_count is not None:
             parts.append(f"{self.evidence_count} episode{'' if self.evidence_count == 1 else 's'}")
         if self.kind == "episode":

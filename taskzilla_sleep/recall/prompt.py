@@ -50,6 +50,8 @@ def prompt_line(i: RecallItem) -> str:
     if i.confidence is not None and i.kind == "pattern":
         facts.append(f"confidence {i.confidence:.2f}")
     facts.append("not a direct match" if i.similarity is None else f"similarity {i.similarity:.2f}")
+    if i.matched_evidence is not None:
+        facts[-1] += " through a supporting message"
     if i.kind == "pattern" and i.evidence_count is not None:
         facts.append(f"{i.evidence_count} supporting message{'' if i.evidence_count == 1 else 's'}")
     if i.author:

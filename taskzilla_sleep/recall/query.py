@@ -1,11 +1,16 @@
-"""What the bot gets back for a query: pinned facts first, then patterns, raw episodes only as fallback.
+"""What the bot gets back for a query: pinned facts first, then beliefs and raw messages by closeness.
 
+A belief is found through its statement or through any message it holds as evidence, and scores
+the best of them (``select``); a live belief comes before the raw messages it is about as close as,
+and hides the messages it was distilled from. Nothing under ``min_similarity`` is returned.
 The bot's own drafts (``ai-draft`` episodes) are never memory: left out unless asked for, and then
-labelled. Nor is a message the injection lint flags (an order to the assistant, a role marker, a
-secret): it stays in the store, but the bot never gets it back. A contested belief is never shown
-alone: the belief it contradicts comes right after it, both naming the contradiction, so the bot
-can say that the team has not settled it. A belief a person's resolution replaced (superseded), and
-the messages it absorbed, come back only when asked for, and then marked superseded.
+labelled. Nor is a text the injection lint flags (an order to the assistant, a role marker, a
+secret), a message's or a belief's: it stays in the store, but the bot never gets it back. A
+contested belief is never shown alone: the belief it contradicts comes right after it, both naming
+the contradiction, so the bot can say that the team has not settled it (an update's new belief
+first). A belief a person's resolution replaced (superseded), and the messages it absorbed, come
+back only when asked for, and then marked superseded; the bot's messages and those stating a
+replaced value rank after the rest.
 Every recall marks what it returned as accessed (prune reads that: a recalled episode is not stale).
 """
 
@@ -13,9 +18,9 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from taskzilla_sleep.beliefs import injection
@@ -31,9 +36,7 @@ from taskzilla_sleep.models import (
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.recall.item import MAX_EVIDENCE_IDS, ContradictionRef, RecallItem
 from taskzilla_sleep.recall.select import (
-    FACT_MIN_SIMILARITY,
-    LOWEST_FLOOR,
-    PATTERN_MIN_SIMILARITY,
+    MIN_SIMILARITY,
     Cover,
     EpisodeCandidate,
     Shade,
@@ -78,10 +81,10 @@ def recall(
     k: int = 5,
     include_drafts: bool = False,
     include_superseded: bool = False,
+    min_similarity: float = MIN_SIMILARITY,
 ) -> list[RecallItem]:
     ent = normalize_name(entity) if entity else None
     team_list = list(teams) if teams is not None else graph.teams()
-    sims: dict[str, float] = {}  # every pattern the query hit, by id: the cosine of a counterpart
     # Every pattern status this recall has read: the episodes' owners are mostly among them, and a
     # mature memory (where most recalls find beliefs) should not pay a round trip to read them again.
     known: dict[str, PatternStatus] = {}
@@ -89,19 +92,35 @@ def recall(
     # The episode queries need only the query's vector, embedded above: they run while the graph
     # reads the beliefs (a month-old team's recall finds beliefs almost every time).
     hits = {team: _QUERIES.submit(vectors.query, team, "episodes", query, k * _PARTS[-1], False) for team in team_list}
-    beliefs, full, disputes = _beliefs(graph, found, ent, k, include_superseded, sims, known)
-    related = _related(graph, beliefs, full, disputes, include_superseded)
-    covers = related.covers(beliefs)
-    shade = Shade.of(beliefs, covers)
-    reader = _Reader(shade, ent, include_drafts, include_superseded, known)
+    read = _read_beliefs(graph, found, min_similarity, known)
+    # A belief scores the best of its statement and its evidence among the episode hits (ids and
+    # distances: the beliefs' evidence lists are read with them, nothing more is read for this).
+    score = _Scores(read.statement, {h.id: round(h.similarity, 4) for f in hits.values() for h in f.result()})
+    choose = _Choice(score, ent, k, include_superseded, min_similarity)
+    beliefs = choose(read.full, read.statement)
+    related = _related(graph, beliefs, read, include_superseded)
+    covers, lead = related.covers(beliefs), related.lead(beliefs)
+    shade = Shade.of(beliefs, covers, lead)
+    reader = _Reader(shade, ent, include_drafts, include_superseded, known, min_similarity, related.old_evidence())
     eps = _episodes(graph, hits, k, reader) if shade.good < k else []
-    items = related.beside(pick(beliefs, eps, k, covers), sims)
+    picked = pick(beliefs, eps, k, covers, lead)
+    # A message of the answer absorbed by a live belief not read (its statement is far from the
+    # question): the belief is found through it and takes its place (one read more, only then).
+    shown = {i.id for i in picked}
+    owners = {c.absorbed_by for c in eps if c.item.id in shown and c.absorbed_by is not None}
+    late = sorted(o for o in owners if o not in read.full and known.get(o) in PATTERN_LIVE)
+    if late:
+        read.add(*graph.patterns_in_dispute(late))
+        beliefs = choose(read.full, [*read.statement, *late])
+        related = _related(graph, beliefs, read, include_superseded)
+        picked = pick(beliefs, eps, k, related.covers(beliefs), related.lead(beliefs))
+    items = related.beside(picked, score)
     graph.mark_accessed([i.id for i in items if i.kind == "episode"], [i.id for i in items if i.kind != "episode"], now)
     settle(graph, vectors, now)  # what could not be read was left out above; set it aside for good
     return items
 
 
-def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1) -> RecallItem:
+def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1, via: str | None = None) -> RecallItem:
     superseded = p.status is PatternStatus.SUPERSEDED or p.superseded_by is not None
     return RecallItem(
         kind="fact" if p.pinned else "pattern",
@@ -109,6 +128,7 @@ def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1) -> Re
         team=p.team,
         text=p.statement,
         similarity=similarity,
+        matched_evidence=via,
         confidence=p.confidence,
         status=p.status.value,
         time=p.first_seen if p.pinned else p.last_seen,
@@ -142,45 +162,89 @@ def _about(p: Pattern, ent: str) -> bool:
     return any(normalize_name(s) == ent for s in p.subjects) or ent in p.statement.casefold()
 
 
-def _beliefs(
-    graph: GraphStore,
-    found: Mapping[str, Sequence[VectorHit]],
-    ent: str | None,
-    k: int,
-    include_superseded: bool,
-    sims: dict[str, float],
-    known: dict[str, PatternStatus],
-) -> tuple[list[RecallItem], dict[str, Pattern], list[Contradiction]]:
-    """The best k distinct beliefs over the floors, and the open contradictions shown beside them:
-    every hit over a floor is read in full with its disputes, in one read (at most 4k patterns; a
-    second read of only those chosen cost a round trip more than it saved: BENCHMARKS.md)."""
-    ranked: list[RecallItem] = []
-    full: dict[str, Pattern] = {}
-    disputes: dict[str, Contradiction] = {}
+@dataclass
+class _Read:
+    """The beliefs read: the patterns (in full, with their evidence lists) and the open
+    contradictions naming them; ``statement``: the cosine of each pattern hit to the query."""
+
+    statement: dict[str, float] = field(default_factory=dict)
+    full: dict[str, Pattern] = field(default_factory=dict)
+    disputes: dict[str, Contradiction] = field(default_factory=dict)
+
+    def add(self, patterns: Iterable[Pattern], contradictions: Iterable[Contradiction]) -> None:
+        self.full.update((p.id, p) for p in patterns)
+        self.disputes.update((c.id, c) for c in contradictions)
+
+
+def _read_beliefs(
+    graph: GraphStore, found: Mapping[str, Sequence[VectorHit]], floor: float, known: dict[str, PatternStatus]
+) -> _Read:
+    """Every pattern hit over the floor, read in full with its disputes, in one read per team (at
+    most 4k patterns; a second read of only those chosen cost a round trip more than it saved:
+    BENCHMARKS.md). A pattern whose statement is under the floor is found through its evidence only
+    if it absorbed a message of the answer (``recall``'s late read)."""
+    read = _Read()
     for hits in found.values():
-        sims.update((h.id, round(h.similarity, 4)) for h in hits)
-        # Hits below every floor are never shown: not worth fetching their patterns from the graph.
-        hits = [h for h in hits if h.similarity >= LOWEST_FLOOR]
-        patterns, contradictions = graph.patterns_in_dispute([h.id for h in hits]) if hits else ([], [])
-        full.update((p.id, p) for p in patterns)
-        disputes.update((c.id, c) for c in contradictions)
-        known.update((p.id, p.status) for p in patterns)
-        for h in hits:
-            p = full.get(h.id)
-            if p is None or not (p.status in PATTERN_LIVE or (include_superseded and p.status in _GONE)):
+        read.statement.update((h.id, round(h.similarity, 4)) for h in hits)
+        over = [h.id for h in hits if h.similarity >= floor]
+        if over:
+            read.add(*graph.patterns_in_dispute(over))
+    known.update((i, p.status) for i, p in read.full.items())
+    return read
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """A belief's closeness to the query: the best of its statement's and its evidence's."""
+
+    statement: Mapping[str, float]  # pattern hits
+    near: Mapping[str, float]  # episode hits
+
+    def __call__(self, p: Pattern) -> tuple[float | None, str | None]:
+        """The score and, when a supporting message gave it, that message's id."""
+        best = self.statement.get(p.id)
+        via = None
+        for e in p.evidence_ids:
+            s = self.near.get(e)
+            if s is not None and (best is None or s > best or (s == best and via is not None and e < via)):
+                best, via = s, e
+        return best, via
+
+    def item(self, p: Pattern) -> RecallItem:
+        similarity, via = self(p)
+        return belief_item(p, similarity, via=via)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """The best k distinct beliefs over the floor among the patterns read."""
+
+    score: _Scores
+    ent: str | None
+    k: int
+    include_superseded: bool
+    floor: float
+
+    def __call__(self, full: Mapping[str, Pattern], candidates: Iterable[str]) -> list[RecallItem]:
+        ranked: list[RecallItem] = []
+        for pid in candidates:
+            p = full.get(pid)
+            if p is None or not (p.status in PATTERN_LIVE or (self.include_superseded and p.status in _GONE)):
                 continue
-            if ent and not _about(p, ent):
+            if self.ent and not _about(p, self.ent):
                 continue
-            if h.similarity < (FACT_MIN_SIMILARITY if p.pinned else PATTERN_MIN_SIMILARITY):
+            if injection(p.statement) is not None:
+                continue  # learned before the lint knew its wording, or pinned by hand: never handed to the bot
+            item = self.score.item(p)
+            if item.similarity is None or item.similarity < self.floor:
                 continue
-            item = belief_item(p, round(h.similarity, 4))
-            if item.superseded and not include_superseded:
+            if item.superseded and not self.include_superseded:
                 continue  # merged or replaced, whatever its status still says
             if not item.superseded and p.status not in PATTERN_LIVE:
                 continue  # retired without a successor (an unpinned fact): gone
             ranked.append(item)
-    ranked.sort(key=belief_key)
-    return collapse_beliefs(ranked, k), full, sorted(disputes.values(), key=lambda c: (c.opened_at, c.id))
+        ranked.sort(key=belief_key)
+        return collapse_beliefs(ranked, self.k)
 
 
 @dataclass
@@ -206,10 +270,37 @@ class _Related:
             out[b.id] = Cover(frozenset(ids), frozenset(evidence))
         return out
 
-    def beside(self, items: Sequence[RecallItem], sims: dict[str, float]) -> list[RecallItem]:
+    def _old(self) -> set[str]:
+        """The beliefs being replaced: the old side of an open update, and those no longer held."""
+        olds = {c.old_pattern_id for c in self.updates.values()}
+        return olds | {i for i, p in self.patterns.items() if p.status in _GONE or p.superseded_by is not None}
+
+    def lead(self, beliefs: Sequence[RecallItem]) -> frozenset[str]:
+        """The live beliefs among ``beliefs``: active (not the old side of an open update), or the
+        new side of one; they rank with the margin (``select``)."""
+        olds = self._old()
+        return frozenset(
+            b.id
+            for b in beliefs
+            if b.kind == "pattern"
+            and not b.superseded
+            and b.id not in olds
+            and (b.status == PatternStatus.ACTIVE.value or b.id in self.updates)
+        )
+
+    def old_evidence(self) -> frozenset[str]:
+        """The messages that state a replaced value, as far as the beliefs read tell: evidence of a
+        belief being replaced and of no other live one."""
+        olds = self._old()
+        held = {
+            e for i, p in self.patterns.items() if i not in olds and p.status in PATTERN_LIVE for e in p.evidence_ids
+        }
+        return frozenset(e for i in olds if i in self.patterns for e in self.patterns[i].evidence_ids) - held
+
+    def beside(self, items: Sequence[RecallItem], score: _Scores) -> list[RecallItem]:
         """Each belief followed by its companions (moved up if the result holds them, fetched if
-        not); both sides of an open contradiction name it; an update's new belief says since when
-        and what it replaces."""
+        not), an update's new belief before its old one; both sides of an open contradiction name
+        it; an update's new belief says since when and what it replaces."""
         out: list[RecallItem] = []
         shown: set[str] = set()
         for item in items:
@@ -220,10 +311,11 @@ class _Related:
                 if cid in shown or any(g.id == cid for g in group):
                     continue
                 mate = next((i for i in items if i.id == cid), None)
-                if mate is None and cid in self.patterns:
-                    mate = belief_item(self.patterns[cid], sims.get(cid))
+                if mate is None and cid in self.patterns and injection(self.patterns[cid].statement) is None:
+                    mate = score.item(self.patterns[cid])
                 if mate is not None:
                     group.append(mate)
+            group.sort(key=lambda g: 0 if g.id in self.updates else 1)  # the new belief of an update first
             for g in group:
                 shown.add(g.id)
                 out.append(self._marked(g))
@@ -241,24 +333,20 @@ class _Related:
         return i.model_copy(update=update)
 
 
-def _related(
-    graph: GraphStore,
-    beliefs: Sequence[RecallItem],
-    full: dict[str, Pattern],
-    disputes: list[Contradiction],
-    include_superseded: bool,
-) -> _Related:
-    """``disputes``: the open contradictions read with the beliefs. A belief a resolution replaced
-    (shown only when asked for) may have others: then every open one of the teams is read."""
-    r = _Related(patterns=dict(full))
-    if not beliefs:
-        return r
+def _related(graph: GraphStore, beliefs: Sequence[RecallItem], read: _Read, include_superseded: bool) -> _Related:
+    """``read.disputes``: the open contradictions read with the beliefs. A belief a resolution
+    replaced (shown only when asked for) may have others: then every open one of the teams is read.
+    The patterns fetched here join ``read.full`` (a second call reads none of them again)."""
+    r = _Related(patterns=read.full)
     teams = sorted({b.team for b in beliefs})
-    open_ = [c for t in teams for c in graph.contradictions(t, "open")] if include_superseded else disputes
+    disputes = sorted(read.disputes.values(), key=lambda c: (c.opened_at, c.id))
+    open_ = [c for t in teams for c in graph.contradictions(t, "open")] if include_superseded and teams else disputes
     for c in open_:
         r.other.setdefault(c.old_pattern_id, (c.new_pattern_id, c))
         r.other.setdefault(c.new_pattern_id, (c.old_pattern_id, c))
     r.updates = {c.new_pattern_id: c for c in open_ if c.kind is ContradictionKind.UPDATE}
+    if not beliefs:
+        return r
     chosen = {b.id for b in beliefs}
     if include_superseded:
         for c in (c for t in teams for c in graph.contradictions(t, "resolved")):
@@ -288,7 +376,8 @@ def _episodes(
     out: list[EpisodeCandidate] = []
     shade = reader.shade
     for running in queries.values():
-        left = sorted((h for h in running.result() if not shade.hides_unread(h.id, h.similarity)), key=_rank)
+        near = (h for h in running.result() if h.similarity >= reader.floor)  # under the floor: never read
+        left = sorted((h for h in near if not shade.hides_unread(h.id, h.similarity)), key=_rank)
         for start, end in itertools.pairwise((0, *_PARTS)):
             part = reader.part(left, k * (end - start))
             if not part:
@@ -319,6 +408,8 @@ class _Reader:
     drafts: bool
     superseded: bool
     known: dict[str, PatternStatus]  # pattern statuses read so far (the owners of absorbed messages)
+    floor: float = MIN_SIMILARITY
+    old: frozenset[str] = frozenset()  # messages stating a replaced value (``_Related.old_evidence``)
     found: list[EpisodeCandidate] = field(default_factory=list)
 
     def part(self, left: Sequence[VectorHit], size: int) -> list[tuple[VectorHit, list[str]]]:
@@ -358,7 +449,7 @@ class _Reader:
                 key = same_text(e.text)
                 alike = [r for r in e.others if same_text(r[1]) == key]
                 n = sum(1 for o in (*e.repeats, *(r[2] for r in alike)) if self._counts(c, o, gone))
-                c = EpisodeCandidate(c.item.model_copy(update={"duplicates": 1 + n}), c.absorbed_by) if n else c
+                c = replace(c, item=c.item.model_copy(update={"duplicates": 1 + n})) if n else c
                 settled.update(set(same) - {r[0] for r in e.others if same_text(r[1]) != key})
             self.found.append(c)
         return settled
@@ -372,10 +463,12 @@ class _Reader:
         superseded = e.absorbed_by in gone
         if superseded and not self.superseded:
             return None
-        return EpisodeCandidate(episode_item(e, round(similarity, 4), superseded), e.absorbed_by)
+        # The bot's reminders lag a change, and a replaced value's messages state the old one: after the rest.
+        after = superseded or e.provenance is Provenance.BOT or e.id in self.old
+        return EpisodeCandidate(episode_item(e, round(similarity, 4), superseded), e.absorbed_by, after)
 
     def _counts(self, c: EpisodeCandidate, owner: str | None, gone: set[str]) -> bool:
         """Whether a repeat of ``c``'s text absorbed by ``owner`` would be a candidate beside it."""
         if owner in gone and not self.superseded:
             return False
-        return not self.shade.hides(EpisodeCandidate(c.item, owner))
+        return not self.shade.hides(replace(c, absorbed_by=owner))

@@ -1,15 +1,20 @@
 """Which candidates fill the k slots: pure decisions on plain data, no store.
 
-The ranking: pinned facts first, then beliefs by similarity x confidence; raw episodes only when
-fewer than k beliefs answer well (similarity >= GOOD_ENOUGH), then one ranking by closeness to the
-question. De-duplication comes before every cut, so the k slots hold k distinct things: a belief
-shown hides the episodes it was distilled from that rank below it, and items with the same text
-(spacing and case aside) collapse into the best of them, which counts them in ``duplicates``.
+Every item needs ``min_similarity`` (the setting ``recall.min_similarity``) to be returned: a belief
+by its score, a message by its similarity. A belief's score is the best of its statement's closeness
+to the question and its supporting messages' (the episode query's hits that are its evidence): a
+belief is found through any message it holds, and ranks where that message would.
 
-A message the question finds closer than the belief it supports is not hidden: a belief is a
-summary, and the message may hold what was asked (the change a newer message announced, the
-number a statement left out). Hiding such messages put a less fitting belief first on the
-hard-case corpus' recall questions (first-result accuracy 0.68 -> 0.57, offline provider).
+The ranking: pinned facts first; then beliefs and raw messages by closeness to the question, where
+a live belief (active, or the new side of an open update) gets ``BELIEF_MARGIN``: it comes before a
+raw message that is less than the margin closer. Messages of the bot and messages that state a
+replaced value (evidence of a superseded belief or of the old side of an open update) come after
+all the others: a reminder that lags a change, or the old value, never stands before the belief.
+Beliefs are chosen by score x confidence; raw episodes only when fewer than k beliefs answer well
+(score >= GOOD_ENOUGH). De-duplication comes before every cut, so the k slots hold k distinct things:
+a belief shown hides the episodes it was distilled from that rank below it (with its score, all of
+those it was scored with), and items with the same text (spacing and case aside) collapse into the
+best of them, which counts them in ``duplicates``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from taskzilla_sleep.recall.item import RecallItem
+from taskzilla_sleep.settings.sections import RecallSettings
 
-FACT_MIN_SIMILARITY = 0.2
-PATTERN_MIN_SIMILARITY = 0.25
-GOOD_ENOUGH = 0.35  # with this many good patterns, no raw episode is needed
-LOWEST_FLOOR = min(FACT_MIN_SIMILARITY, PATTERN_MIN_SIMILARITY)
+MIN_SIMILARITY = RecallSettings().min_similarity  # the setting ``recall.min_similarity``'s default
+# A live belief comes before a raw message less than this much closer to the question: a question
+# asked in chat ("can i merge with 1 approval?") is nearly the question itself, and says less than the
+# belief that answers it. Measured on the hard-case corpus: BENCHMARKS.md, *Recall answers with the belief*.
+BELIEF_MARGIN = 0.15
+GOOD_ENOUGH = 0.35  # with this many good beliefs, no raw episode is needed
+
+# (not a fact, ranked after the others, -closeness, an episode, id): smaller ranks first.
+Key = tuple[bool, bool, float, bool, str]
 
 
 def same_text(text: str) -> str:
@@ -34,18 +45,21 @@ def belief_key(i: RecallItem) -> tuple[bool, float, str]:
     return (i.kind != "fact", -((i.similarity or 0.0) * (i.confidence or 0.0)), i.id)
 
 
-def final_key(i: RecallItem) -> tuple[bool, float, bool, str]:
-    # One ranking by closeness to the question: a belief comes before a raw message as close, never
-    # before one that answers it better ("when are timesheets due?" is not answered by a pattern
-    # about pricing that clears the floor). Facts stay first. (A preference for patterns of 0.05,
-    # 0.1 or 0.2 cosine measured worse on the hard-case corpus' recall questions: BENCHMARKS.md.)
-    return (i.kind != "fact", -(i.similarity or 0.0), i.kind == "episode", i.id)
+def final_key(i: RecallItem, lead: bool = False, after: bool = False) -> Key:
+    """One ranking by closeness to the question: facts first; a live belief (``lead``) with
+    BELIEF_MARGIN; a message of the bot or of a replaced value (``after``) after all the others."""
+    close = (i.similarity or 0.0) + (BELIEF_MARGIN if lead else 0.0)
+    return (i.kind != "fact", after, -round(close, 4), i.kind == "episode", i.id)
 
 
 @dataclass(frozen=True)
 class EpisodeCandidate:
     item: RecallItem
     absorbed_by: str | None = None
+    after: bool = False  # the bot's message, or one stating a replaced value: ranked after the others
+
+    def key(self) -> Key:
+        return final_key(self.item, after=self.after)
 
 
 @dataclass(frozen=True)
@@ -60,30 +74,31 @@ class Cover:
         return c.item.id in self.episodes or (c.absorbed_by is not None and c.absorbed_by in self.patterns)
 
 
-def episode_key(episode_id: str, similarity: float) -> tuple[bool, float, bool, str]:
-    """``final_key`` of an episode from its vector hit alone (its similarity as recall rounds it)."""
-    return (True, -round(similarity, 4), True, episode_id)
+def episode_key(episode_id: str, similarity: float) -> Key:
+    """``final_key`` of an episode from its vector hit alone (its similarity as recall rounds it), at
+    best: a message ranked after the others ranks lower still."""
+    return (True, False, -round(similarity, 4), True, episode_id)
 
 
 @dataclass(frozen=True)
 class Shade:
     """What the chosen beliefs hide, each only below itself: an episode a belief covers that ranks
-    below it (it may hold more than the summary when the question finds it closer)."""
+    below it."""
 
-    ranked: tuple[tuple[tuple[bool, float, bool, str], Cover], ...] = ()
+    ranked: tuple[tuple[Key, Cover], ...] = ()
     texts: frozenset[str] = frozenset()  # the beliefs' own texts: a message repeating one counts for it
     good: int = 0  # beliefs that answer well: the slots no raw message is needed for
 
     @staticmethod
-    def of(beliefs: Sequence[RecallItem], covers: Mapping[str, Cover]) -> Shade:
+    def of(beliefs: Sequence[RecallItem], covers: Mapping[str, Cover], lead: frozenset[str] = frozenset()) -> Shade:
         return Shade(
-            tuple((final_key(b), covers.get(b.id, Cover(frozenset({b.id})))) for b in beliefs),
+            tuple((final_key(b, b.id in lead), covers.get(b.id, Cover(frozenset({b.id})))) for b in beliefs),
             frozenset(same_text(b.text) for b in beliefs),
             sum(1 for b in beliefs if (b.similarity or 0.0) >= GOOD_ENOUGH),
         )
 
     def hides(self, c: EpisodeCandidate) -> bool:
-        key = final_key(c.item)
+        key = c.key()
         return any(v.hides(c) and key > at for at, v in self.ranked)
 
     def hides_unread(self, episode_id: str, similarity: float) -> bool:
@@ -120,16 +135,19 @@ def pick(
     episodes: Sequence[EpisodeCandidate],
     k: int,
     covers: Mapping[str, Cover],
+    lead: frozenset[str] = frozenset(),
 ) -> list[RecallItem]:
-    """The result from the chosen beliefs (at most k, distinct, best first) and the episode
-    candidates (best first). A belief hides the episodes it covers that rank below it; if the belief
-    loses its slot, so do they (they rank lower still), so hiding never costs an episode its slot."""
-    shade = Shade.of(beliefs, covers)
+    """The result from the chosen beliefs (at most k, distinct, best first; ``lead``: the live ones)
+    and the episode candidates. A belief hides the episodes it covers that rank below it; if the
+    belief loses its slot, so do they (they rank lower still), so hiding never costs an episode its
+    slot."""
+    shade = Shade.of(beliefs, covers, lead)
     if shade.good >= k:
         return list(beliefs[:k])
-    kept = [c for c in episodes if not shade.hides(c)]
+    kept = sorted((c for c in episodes if not shade.hides(c)), key=EpisodeCandidate.key)
     eps, extra = _collapse_episodes(kept, beliefs, k - shade.good)
-    final = sorted([*beliefs, *eps], key=final_key)[:k]
+    after = frozenset(c.item.id for c in kept if c.after)
+    final = sorted([*beliefs, *eps], key=lambda i: final_key(i, i.id in lead, i.id in after))[:k]
     return [i.model_copy(update={"duplicates": i.duplicates + extra.get(i.id, 0)}) for i in final]
 
 

@@ -34,6 +34,7 @@ from taskzilla_sleep.settings.sections import (
     MemoryIndexSettings,
     NightBudget,
     PruneSettings,
+    RecallSettings,
     ReflectSettings,
     ScheduleSettings,
     TokenGrant,
@@ -59,6 +60,7 @@ __all__ = [
     "MemoryIndexSettings",
     "NightBudget",
     "PruneSettings",
+    "RecallSettings",
     "ReflectSettings",
     "ScheduleSettings",
     "Secrets",
@@ -86,6 +88,7 @@ class Settings(_Section):
     distill: DistillSettings = DistillSettings()
     reflect: ReflectSettings = ReflectSettings()
     decay: DecaySettings = DecaySettings()
+    recall: RecallSettings = RecallSettings()
     watchdog: WatchdogSettings = WatchdogSettings()
     schedule: ScheduleSettings = ScheduleSettings()
     memory_index: MemoryIndexSettings = MemoryIndexSettings()

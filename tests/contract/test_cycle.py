@@ -30,6 +30,7 @@ from taskzilla_sleep.memory_index import changes_of, write_memory
 from taskzilla_sleep.models import ContradictionKind, EpisodeStatus, PatternStatus, Provenance, RunTrigger
 from taskzilla_sleep.pipeline import NightRequest, NightResult, run_night
 from taskzilla_sleep.recall import recall
+from taskzilla_sleep.recall.select import MIN_SIMILARITY
 from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.settings import Settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
@@ -447,3 +448,38 @@ def test_two_groups_of_people_holding_different_values_at_once_open_a_disagreeme
     sides = stack.graph.patterns_by_id([con.old_pattern_id, con.new_pattern_id])
     assert {p.status for p in sides} == {PatternStatus.CONTESTED}
     assert {"30" in p.statement for p in sides} == {True, False}
+
+
+def test_recall_answers_a_habit_question_with_the_belief_and_a_change_with_the_new_one(stack: Stack) -> None:
+    """Through a real night over the sample week: each habit question's first item is its belief;
+    after the standup change, the new belief comes first, its old one beside it, and the old async
+    messages and the bot's lagging reminder ("standup updates are due in 10 minutes") after them;
+    chatter ("who took the last stroopwafel", "lunch?") is under the floor."""
+    stack.ingest_sample()
+    stack.night(NIGHT)
+    later = NIGHT + timedelta(days=1)
+    answers = {
+        q: recall(stack.graph, stack.vectors, q, later, k=5)
+        for q in (
+            "can we deploy to production on friday?",
+            "how big should a pull request be?",
+            "when is the on-call handoff?",
+            "how does standup work?",
+        )
+    }
+    for q, word in (("friday", "friday"), ("pull request", "pr"), ("on-call", "handoff")):
+        first = next(items[0] for asked, items in answers.items() if q in asked)
+        assert first.kind == "pattern" and word in first.text.casefold(), (q, first)
+    (con,) = stack.graph.contradictions(TEAM, "open")
+    standup = answers["how does standup work?"]
+    assert [i.id for i in standup[:2]] == [con.new_pattern_id, con.old_pattern_id], [i.render() for i in standup]
+    assert standup[0].changed_on is not None and standup[1].contradiction is not None
+    (old,) = stack.graph.patterns_by_id([con.old_pattern_id])
+    after = [n for n, i in enumerate(standup) if i.provenance == "bot" or i.id in old.evidence_ids]
+    assert all(n > 1 for n in after)  # the reminder (when shown) and the old messages below the beliefs
+    for items in answers.values():
+        assert all(i.similarity is None or i.similarity >= MIN_SIMILARITY for i in items)
+        assert not {"lunch?", "coffee anyone?", "who took the last stroopwafel"} & {i.text for i in items}
+    # Without the floor, chatter fills the slots the beliefs leave ("who took the last stroopwafel": 0.10).
+    loose = recall(stack.graph, stack.vectors, "how does standup work?", later, k=5, min_similarity=-1.0)
+    assert any(i.similarity is not None and i.similarity < MIN_SIMILARITY for i in loose)
