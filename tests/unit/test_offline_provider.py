@@ -50,9 +50,10 @@ def provider(offline_embedder: Embedder) -> OfflineProvider:
     return OfflineProvider(offline_embedder)
 
 
-def views(rows: Sequence[tuple[str, str, str, str]]) -> tuple[EpisodeView, ...]:
+def views(rows: Sequence[tuple[str, str, str, str]], step: timedelta = timedelta(days=1, minutes=7)) -> tuple[EpisodeView, ...]:
+    """Messages ``step`` apart (by default a day apart: the offline judgement wants several days)."""
     return tuple(
-        EpisodeView(id=i, author=a, channel="dev", ts=T0 + timedelta(minutes=n), text=t, provenance=p)
+        EpisodeView(id=i, author=a, channel="dev", ts=T0 + n * step, text=t, provenance=p)
         for n, (i, a, p, t) in enumerate(rows)
     )
 
@@ -165,8 +166,10 @@ def test_fewer_substantive_episodes_than_min_support_give_no_pattern(provider: O
     rows = [SMALL_PRS[0], SMALL_PRS[1], *NOISE]
     assert provider.distill_many([request(rows, min_support=3)]) == [()]
     assert provider.distill_many([request(SMALL_PRS, min_support=5)]) == [()]
-    # Two people the same day: not what it stands behind (several people on several days, or three).
-    assert provider.distill_many([request([SMALL_PRS[1], SMALL_PRS[2], *NOISE], min_support=2)]) == [()]
+    # Two people the same day: not what it stands behind (several people on several days).
+    same_day = views([SMALL_PRS[1], SMALL_PRS[2], *NOISE], step=timedelta(minutes=5))
+    req = DistillRequest(team="platform", group_key="g1", episodes=same_day, known_entities=(), min_support=2)
+    assert provider.distill_many([req]) == [()]
 
 
 def test_one_answer_per_request_in_order(provider: OfflineProvider) -> None:
@@ -264,3 +267,18 @@ def test_classify_is_deterministic_and_counters_stay_non_negative(offline_embedd
     assert a.classify_many([]) == []
     assert_usage_non_negative(a.usage)
     assert a.usage.as_dict() == b.usage.as_dict()
+
+
+def test_one_afternoon_of_agreement_is_not_a_belief_it_can_stand_behind(provider: OfflineProvider) -> None:
+    # The same four people in other words, but within an hour: a thread, not a habit seen over days.
+    req = DistillRequest(
+        team="platform",
+        group_key="g1",
+        episodes=views(SMALL_PRS, step=timedelta(minutes=9)),
+        known_entities=(),
+        min_support=3,
+    )
+    assert provider.distill_many([req]) == [()]
+    # One person, however many days: a belief of the team needs more than one voice.
+    alone = [(i, "martin", p, t) for i, _, p, t in SMALL_PRS]
+    assert provider.distill_many([request(alone)]) == [()]
