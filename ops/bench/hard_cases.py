@@ -326,7 +326,7 @@ def run(
     from taskzilla_sleep.embeddings import OfflineMiniLM
     from taskzilla_sleep.logs import configure_logging
 
-    configure_logging("warning", json=True)
+    configure_logging(os.environ.get("HARD_CASES_LOG_LEVEL", "warning"), json=True)
     embedder = embedder or OfflineMiniLM()
     loaded = [load_week(w, corpus) for w in weeks]
     import taskzilla_sleep

@@ -25,7 +25,7 @@ from __future__ import annotations
 from taskzilla_sleep.beliefs.gate import Kind, declarative, is_belief, statement_kind
 from taskzilla_sleep.beliefs.lint import injection
 from taskzilla_sleep.beliefs.topic_words import topics
-from taskzilla_sleep.beliefs.values import Slots, conflict, slots, union, value_conflict
+from taskzilla_sleep.beliefs.values import Slots, conflict, mentioned_numbers, slots, union, value_conflict
 
 __all__ = [
     "Kind",
@@ -35,6 +35,7 @@ __all__ = [
     "injection",
     "is_belief",
     "slots",
+    "mentioned_numbers",
     "statement_kind",
     "topics",
     "union",

@@ -256,21 +256,46 @@ def union(a: Slots, b: Slots) -> Slots:
     )
 
 
-def value_conflict(a: Slots, b: Slots) -> str | None:
-    """The value two statements disagree on — an amount or a count of one thing, another person, or
-    durations, times of day, weekdays or dates with none in common — or None. The guard a cited
-    message passes whatever the judge: narrower than :func:`conflict` (no polarity, no named tool, no
-    "each names a day the other does not"), which a statement written out in full ("nothing ships on
-    Fridays; Friday work waits for Monday") would fail against every message that names another day
-    in passing."""
+_WRITTEN_NUMBER = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)?)")
+
+
+def mentioned_numbers(text: str) -> frozenset[float]:
+    """Every number ``text`` writes out, whatever it counts: "370 words, under the 400" mentions the
+    limit as well as the instance; "always the 5th" mentions a day of the month."""
+    out = {_num(m.group(1)) for m in _WRITTEN_NUMBER.finditer(text)}
+    return frozenset(v for v in out if v is not None)
+
+
+def _same_date(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Same day of the month; a month of 0 ("the 1st") is any month."""
+    return a[1] == b[1] and (a[0] == b[0] or 0 in (a[0], b[0]))
+
+
+def value_conflict(a: Slots, b: Slots, mentioned: frozenset[float] = frozenset()) -> str | None:
+    """The value a message ``a`` disagrees with statement ``b`` on — an amount or a count of one thing,
+    another person, or durations, times of day, weekdays or dates with none in common — or None. The
+    guard a cited message passes whatever the judge: narrower than :func:`conflict` (no polarity, no
+    named tool, no "each names a day the other does not"), which a statement written out in full
+    ("nothing ships on Fridays; Friday work waits for Monday") would fail against every message that
+    names another day in passing. ``mentioned``: the numbers the message writes anywhere
+    (:func:`mentioned_numbers`); an amount, count or day of the month of the statement among them is
+    no conflict ("the assault brief is 370 words, under the 400" states the 400-word limit)."""
     for kind, xs, ys in (("amount", a.amount, b.amount), ("count", a.count, b.count)):
         for key in {k for k, _ in xs} & {k for k, _ in ys}:
-            if not {v for k, v in xs if k == key} & {v for k, v in ys if k == key}:
+            theirs = {v for k, v in ys if k == key}
+            if not {v for k, v in xs if k == key} & theirs and not theirs & mentioned:
                 return kind
     if a.persons and b.persons and not a.persons & b.persons:
         return "named"
+    if (
+        a.date
+        and b.date
+        and not any(_same_date(x, y) for x in a.date for y in b.date)
+        and not {float(d) for _, d in b.date} & mentioned
+    ):
+        return "date"
     va, vb = a.values(), b.values()
-    for kind in ("duration", "time", "weekday", "date"):
+    for kind in ("duration", "time", "weekday"):
         if va[kind] and vb[kind] and not va[kind] & vb[kind]:
             return kind
     return None

@@ -407,3 +407,25 @@ def test_an_order_to_the_assistant_or_a_secret_handed_around_is_an_injection_in_
 )
 def test_a_rule_about_secrets_or_the_bot_in_another_language_is_no_injection(text: str) -> None:
     assert injection(text) is None
+
+
+def test_the_support_guard_refuses_another_value_but_not_a_message_naming_the_statements_own() -> None:
+    from taskzilla_sleep.beliefs import mentioned_numbers, value_conflict
+
+    def guard(message: str, statement: str) -> str | None:
+        return value_conflict(slots(message), slots(statement), mentioned_numbers(message))
+
+    # Another value of the same thing: never support.
+    assert guard("release notes get 150 words max", "Release notes are capped at 200 words.") == "count"
+    assert guard("the invoice run is on the 3rd", "The invoice run is on the 10th of the month.") == "date"
+    # An instance measured against the limit names the limit: it states it.
+    assert guard("these notes are 170 words, under the 200", "Release notes are capped at 200 words.") is None
+    # A day of the month said without the month is that day in any month.
+    assert guard("so for March that's 10 March", "The invoice run is on the 10th of the month.") is None
+    # Two days named, one the statement's: an argument about the date, not another value.
+    assert guard("always the 10th, on the 3rd the ledger is not closed", "The invoice run is on the 10th.") is None
+    # Polarity and another weekday named beside the statement's are the judge's, not this guard's.
+    assert guard("Friday work waits for Monday", "Nothing ships on Fridays.") is None
+    assert guard("we do ship on Fridays", "Nothing ships on Fridays.") is None
+    assert guard("ship it on Thursday", "Nothing ships on Fridays.") == "weekday"
+    assert mentioned_numbers("keep it under 2,5 hours; 30 min breaks") == frozenset({2.5, 30.0})

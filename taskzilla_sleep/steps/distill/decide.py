@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import structlog
 
-from taskzilla_sleep.beliefs import Slots, injection, is_belief, slots, value_conflict
+from taskzilla_sleep.beliefs import Slots, injection, is_belief, mentioned_numbers, slots, value_conflict
 from taskzilla_sleep.beliefs.language import rules_read
 from taskzilla_sleep.beliefs.prefilter import only_questions
 from taskzilla_sleep.llm.base import PatternDraft, Unanswered
@@ -146,7 +146,11 @@ def _take(work: _Working, members: Sequence[Episode], draft: PatternDraft, state
         """A cited message supports the statement: about it (similar enough, in any language) and
         disagreeing with it on no value (a changed number barely moves an embedding)."""
         sim = float(vectors[i] @ statement_vector) if i in vectors else 0.0
-        return sim >= s.support_similarity and value_conflict(slots_of(by_id[i], ents, inputs.people), stated) is None
+        said = by_id[i]
+        return (
+            sim >= s.support_similarity
+            and value_conflict(slots_of(said, ents, inputs.people), stated, mentioned_numbers(said.text)) is None
+        )
 
     support = sorted(i for i in set(draft.supporting_ids) if states_it(i))
     plan.seen.support_dropped += len(set(draft.supporting_ids)) - len(support)
