@@ -50,7 +50,9 @@ def provider(offline_embedder: Embedder) -> OfflineProvider:
     return OfflineProvider(offline_embedder)
 
 
-def views(rows: Sequence[tuple[str, str, str, str]], step: timedelta = timedelta(days=1, minutes=7)) -> tuple[EpisodeView, ...]:
+def views(
+    rows: Sequence[tuple[str, str, str, str]], step: timedelta = timedelta(days=1, minutes=7)
+) -> tuple[EpisodeView, ...]:
     """Messages ``step`` apart (by default a day apart: the offline judgement wants several days)."""
     return tuple(
         EpisodeView(id=i, author=a, channel="dev", ts=T0 + n * step, text=t, provenance=p)

@@ -115,7 +115,7 @@ def test_decide_bumps_the_belief_it_restates_instead_of_duplicating_it(fake: Fak
 
 
 def test_a_statement_merely_alike_an_existing_one_is_a_pattern_of_its_own_for_reflect_to_weigh(fake: Fake) -> None:
-    """"... am 1." and "... am 15." barely move an embedding, and the slots read English only: a
+    """Statements "... am 1." and "... am 15." barely move an embedding, and the slots read English only: a
     different belief is never an evidence bump of the old one, however similar it reads."""
     old_said = "Der monatliche Report ist am 1. des Monats fällig."
     new_said = "Der monatliche Report ist am 15. des Monats fällig."
