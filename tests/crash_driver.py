@@ -51,11 +51,13 @@ LATE = [
 
 
 def _late(s: Services) -> None:
+    """Four people's words over the three days before night 1, delivered after it (a connector's
+    backlog): a belief of several people on several days, learned by night 2."""
     ts = NIGHT - timedelta(hours=20)
     lines = [
         json.dumps(
             {"team": "platform", "channel": "ops", "author": a, "text": t, "provenance": "human"}
-            | {"ts": (ts + timedelta(minutes=i)).isoformat()}
+            | {"ts": (ts - timedelta(days=i % 3, minutes=i)).isoformat()}
         )
         for i, (a, t) in enumerate(LATE)
     ]

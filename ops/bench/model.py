@@ -3,12 +3,13 @@
 It plays a sober LLM that follows the two prompts (``taskzilla_sleep/llm/prompts/``) without
 knowing the gold labels:
 
-- DISTILL: the messages that *state a rule* (a normative, imperative or change cue — always,
-  never, please, must, every, keep, post, we merge, is due, from now on, instead of, no more, … —
-  at least five words, not a question) support the belief; with at least the asked minimum of them
-  it answers one belief whose statement is the first such message, kind ``norm``, evidence
-  ``explicit_rule``; otherwise no belief. Chatter, acks and work updates ("deploying X to
-  staging") state no rule: no belief.
+- DISTILL (v3: a topic may hold several beliefs): the messages that *state a rule* (a normative,
+  imperative or change cue — always, never, please, must, every, keep, post, we merge, is due, from
+  now on, instead of, no more, … — at least five words, not a question) are told apart by meaning
+  (the worker's own MiniLM embedder: a message joins the first belief whose first message it is
+  within 0.6 cosine of); each belief with at least the asked minimum of messages is answered, its
+  statement the first such message, kind ``norm``, evidence ``explicit_rule``. Chatter, acks and
+  work updates ("deploying X to staging") state no rule: no belief.
 - REFLECT, each candidate: cosine similarity of the two statements (the worker's own MiniLM
   embedder, so the model "understands" paraphrases) plus change cues: a change statement vs a
   plain one that is similar (≥ 0.5) supersedes it (the worker decides update or disagreement from
@@ -53,21 +54,34 @@ def responder(embed: Embed) -> Callable[[dict[str, Any]], str]:
 
     def answer(body: dict[str, Any]) -> str:
         if prompt_data.is_distill(body):
-            return _distill(body)
+            return _distill(body, embed)
         return _reflect(body, embed)
 
     return answer
 
 
-def _distill(body: dict[str, Any]) -> str:
+# Two messages state one belief when their texts are this close (MiniLM cosine).
+SAME_BELIEF = 0.6
+
+
+def _distill(body: dict[str, Any], embed: Embed) -> str:
     out: dict[int, list[dict[str, Any]]] = {}
     for g in prompt_data.groups(body):
         support = [m for m in g.messages if states_a_rule(str(m["text"]))]
-        if len({m["n"] for m in support}) < g.min_support:
-            out[g.number] = []
-            continue
-        statement = str(support[0]["text"]).strip()[:250]
-        out[g.number] = [{"statement": statement, "support": [m["n"] for m in support]}]
+        vecs = [np.asarray(v, dtype=np.float64) for v in embed([str(m["text"]) for m in support])] if support else []
+        vecs = [v / max(1e-9, float(np.linalg.norm(v))) for v in vecs]
+        beliefs: list[tuple[np.ndarray[Any, Any], list[dict[str, Any]]]] = []
+        for m, v in zip(support, vecs, strict=True):
+            home = next((b for b in beliefs if float(b[0] @ v) >= SAME_BELIEF), None)
+            if home is None:
+                beliefs.append((v, [m]))
+            else:
+                home[1].append(m)
+        out[g.number] = [
+            {"statement": str(ms[0]["text"]).strip()[:250], "support": [m["n"] for m in ms]}
+            for _, ms in beliefs
+            if len({m["n"] for m in ms}) >= g.min_support
+        ]
     return prompt_data.distill_answer(out)
 
 
