@@ -24,8 +24,9 @@ Providers:
   the pipeline's ceiling. Beside the scores, what the oracle could not express, per gold key (the
   first stage each key stopped at): ``too few`` (people state it fewer than ``distill.min_episodes``
   times: the one-person preferences), ``filtered`` (fewer than that many of its
-  messages left after the ingest's write discipline and the gate, ``policies.is_learnable`` and
-  ``distinct_texts`` applied to each day's stored messages), ``never shown`` (no group held that
+  messages left after the ingest's write discipline and the prefilter, ``beliefs.prefilter`` (the
+  belief gate ``policies.is_learnable`` for a package from before issue 28) and ``distinct_texts``
+  applied to each day's stored messages), ``never shown`` (no group held that
   many of them), ``dropped`` (shown, but over the prompt's belief limit in every such group),
   ``answered``; and ``written``: keys some pattern (before or after the decay night) is mostly about.
 
@@ -204,13 +205,25 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
 
 
 def gate(graph: Any, ids: Sequence[str], people: frozenset[str], learnable: list[Any]) -> list[Any] | None:
-    """``learnable`` and the stored episodes of ``ids`` the gate lets through to grouping, as a
-    distill reads them (raw); None when the package measured has no such gate (``--package-root``)."""
+    """``learnable`` and the stored episodes of ``ids`` that reach the model, as a distill reads them
+    (raw): past the prefilter (provenance, chatter, only questions, injection markers) where the
+    package has one, else past its belief gate (``policies.is_learnable``, before issue 28); None
+    when the package measured has neither."""
     try:
         from taskzilla_sleep.models import EpisodeStatus
-        from taskzilla_sleep.policies import is_learnable
 
         raw = [e.model_copy(update={"status": EpisodeStatus.RAW}) for e in graph.get_episodes(sorted(ids))]
+    except (ImportError, TypeError, AttributeError):
+        return None
+    try:
+        from taskzilla_sleep.beliefs.prefilter import withheld
+
+        return learnable + [e for e in raw if withheld(e) is None]
+    except ImportError:
+        pass
+    try:
+        from taskzilla_sleep.policies import is_learnable
+
         return learnable + [e for e in raw if is_learnable(e, people)]
     except (ImportError, TypeError, AttributeError):
         return None
@@ -537,13 +550,13 @@ def render_ceiling(p: str, r: dict[str, Any]) -> list[str]:
         f"**{p}** — the pipeline's ceiling per week (a perfect model's answers; keys: the gold's beliefs, each "
         "side of a change or disagreement one key; too few: people state it fewer times than a belief needs; "
         "never shown: no group held enough of its messages; filtered: "
-        "too few of its messages left after the ingest and the gate; limit drops: keys left out by the "
+        "too few of its messages left after the ingest and the prefilter; limit drops: keys left out by the "
         "prompt's beliefs-per-group limit; refused: answers the guards after the model did not write, "
         "as statements that are no belief / injections / with too little support):",
         "",
         "| week | habit recall | changes flagged | disagreements flagged | belief precision | keys | answered "
         "| written | never shown | filtered | too few | limit drops | refused | messages: supportable / stored / "
-        "passed gate / shown |",
+        "passed prefilter / shown |",
         "|---|" + "---|" * 13,
     ]
     rows = [(w, wr["headline"], wr["counts"], wr["oracle"]) for w, wr in r["weeks"].items()]
