@@ -96,13 +96,15 @@ class Stack:
         )
 
     def ingest(self, rows: Sequence[tuple[str, str]], start: datetime, channel: str = "dev") -> list[str]:
+        """``rows`` said over the days up to ``start`` (the last at ``start``, each 13 h after the one
+        before): what several people say on several days is what a night learns."""
         items = [
             EpisodeIn(
                 team=TEAM,
                 channel=channel,
                 author=author,
                 text=text,
-                ts=start + timedelta(minutes=7 * n),
+                ts=start - timedelta(hours=13 * (len(rows) - 1 - n)),
                 provenance=Provenance.HUMAN,
             )
             for n, (author, text) in enumerate(rows)
