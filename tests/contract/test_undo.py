@@ -33,11 +33,13 @@ LATE = [
 
 
 def _late(stack: Stack) -> None:
+    """Four people's words over three days, the last after night 1, delivered after it: a belief of
+    several people on several days, learned by night 2."""
     ts = NIGHT + timedelta(hours=20)
     lines = [
         json.dumps(
             {"team": TEAM, "channel": "ops", "author": a, "text": t, "provenance": "human"}
-            | {"ts": (ts + timedelta(minutes=i)).isoformat()}
+            | {"ts": (ts - timedelta(days=i % 3, minutes=i)).isoformat()}
         )
         for i, (a, t) in enumerate(LATE)
     ]
