@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from ops.bench import model as sober
 from ops.bench import prompt_data
+from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle_litellm import good_model
 from tests.e2e.test_cli import cli
 from tests.e2e.test_concurrency import server_env
@@ -38,7 +40,7 @@ def failed_steps(data: Path, env: dict[str, str], tmp: Path) -> dict[str, Any]:
     "backends", ["falkordb", pytest.param("neo4j", marks=[pytest.mark.neo4j, pytest.mark.chroma_server])]
 )
 def test_an_outage_gives_up_only_after_distinct_nights_and_retry_asks_again(
-    backends: str, tmp_path: Path, request: pytest.FixtureRequest
+    backends: str, tmp_path: Path, request: pytest.FixtureRequest, offline_embedder: Embedder
 ) -> None:
     env = (
         {}
@@ -48,9 +50,10 @@ def test_an_outage_gives_up_only_after_distinct_nights_and_retry_asks_again(
     data = tmp_path / "d"
     assert cli("ingest", SAMPLE, "--now", "2026-11-27T18:00:00+01:00", data_dir=data, env=env).returncode == 0
     down = {"now": True}
+    sober_model = sober.responder(offline_embedder.embed)  # tells a topic's beliefs apart, as DISTILL v3 asks
 
     def model(body: dict[str, Any]) -> str:
-        return "malformed" if down["now"] and prompt_data.is_distill(body) else good_model(body)
+        return "malformed" if down["now"] and prompt_data.is_distill(body) else sober_model(body)
 
     with LLMStub(default=model) as stub:
         env |= {"TASKZILLA__LLM__MODEL": "openai/stub", "TASKZILLA__LLM__API_BASE": stub.url, "OPENAI_API_KEY": "x"}
@@ -71,7 +74,8 @@ def test_an_outage_gives_up_only_after_distinct_nights_and_retry_asks_again(
                 run(night + timedelta(hours=9), "--steps", "distill"),
             ]
             given_up = [given_up_groups(r) for r in runs]
-            assert given_up[1:] == [0, 0] and (given_up[0] >= 3 if n + 1 == tries else given_up[0] == 0), (n, given_up)
+            # The sample week is one topic (under distill.topic_max_messages): one group, given up once.
+            assert given_up[1:] == [0, 0] and (given_up[0] >= 1 if n + 1 == tries else given_up[0] == 0), (n, given_up)
             assert runs[0]["steps"][1]["status"] == "failed"
         down["now"] = False  # the model is back: the next night is clean, the given-up groups wait
         assert run(NIGHT + timedelta(days=tries))["steps"][1]["status"] == "ok"
@@ -81,7 +85,7 @@ def test_an_outage_gives_up_only_after_distinct_nights_and_retry_asks_again(
         assert held["verdict"] == "watch" and "since recovered" not in held["reason"], held
         assert f"taskzilla-sleep distill retry --team {team}" in held["reason"]
         waiting = held["given_up"][team]
-        assert waiting >= 9  # three groups of the sample week, at least three messages each
+        assert waiting >= 9  # the sample week's topic: every message the model was to be shown
 
         bad = cli("distill", "retry", data_dir=data, env=env)
         assert bad.returncode == 2 and "--team TEAM (repeatable) or --all" in bad.stderr
