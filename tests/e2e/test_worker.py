@@ -178,8 +178,10 @@ def test_night_at_its_slots_then_the_watchdog_then_a_clean_stop(tmp_path: Path) 
 
 def one_call_at_a_time(url: str) -> dict[str, str]:
     """The worker's environment for the LLM stub at ``url``, one call in flight and one group a call
-    (a step stays mid-flight over several calls)."""
+    of at most 8 messages (a step stays mid-flight over several calls: the sample week is then
+    several topics, not one)."""
     return {
+        "TASKZILLA__DISTILL__TOPIC_MAX_MESSAGES": "8",
         "TASKZILLA__LLM__MODEL": "openai/stub",
         "TASKZILLA__LLM__API_BASE": url,
         "OPENAI_API_KEY": "sk-test",
