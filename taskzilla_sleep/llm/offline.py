@@ -61,6 +61,9 @@ def _kind(texts: Sequence[str]) -> PatternKind:
 # Its own bar for "one thing said in other words": higher than the guard every provider passes (a
 # belief's messages in the corpus: >= 0.73 for 95 % of them, in English).
 OFFLINE_COHESION = 0.75
+# A rule stated on one day only is learned when this many people state it (two people agreeing in
+# one conversation are a thread, not the team's habit).
+OFFLINE_SAME_DAY_PEOPLE = 3
 
 
 class OfflineProvider:
@@ -123,12 +126,14 @@ class OfflineProvider:
 
     @staticmethod
     def _stands_behind(eps: Sequence[EpisodeView], vectors: Sequence[Sequence[float]], min_cohesion: float) -> bool:
-        """What it learns, it can stand behind: several people on several days, and one thing said in
-        other words, not a catch-all of people each saying something else (their statements close to
-        their common centre)."""
+        """What it learns, it can stand behind: several people on several days — or, the same
+        morning, at least ``OFFLINE_SAME_DAY_PEOPLE`` people each saying it (a rule taught at 10:00
+        that the watchdog makes recallable by 10:35) — and one thing said in other words, not a
+        catch-all of people each saying something else (their statements close to their common
+        centre)."""
         people = {e.author.casefold() for e in eps}
         days = {e.ts.date() for e in eps}
-        if len(people) < 2 or len(days) < 2:
+        if len(people) < 2 or (len(days) < 2 and len(people) < OFFLINE_SAME_DAY_PEOPLE):
             return False
         return cohesion(vectors) >= max(min_cohesion, OFFLINE_COHESION)
 

@@ -271,16 +271,21 @@ def test_classify_is_deterministic_and_counters_stay_non_negative(offline_embedd
     assert a.usage.as_dict() == b.usage.as_dict()
 
 
-def test_one_afternoon_of_agreement_is_not_a_belief_it_can_stand_behind(provider: OfflineProvider) -> None:
-    # The same four people in other words, but within an hour: a thread, not a habit seen over days.
-    req = DistillRequest(
-        team="platform",
-        group_key="g1",
-        episodes=views(SMALL_PRS, step=timedelta(minutes=9)),
-        known_entities=(),
-        min_support=3,
-    )
-    assert provider.distill_many([req]) == [()]
+def test_one_afternoon_is_a_belief_only_when_three_people_state_it(provider: OfflineProvider) -> None:
+    def same_afternoon(rows: Sequence[tuple[str, str, str, str]]) -> DistillRequest:
+        return DistillRequest(
+            team="platform",
+            group_key="g1",
+            episodes=views(rows, step=timedelta(minutes=9)),
+            known_entities=(),
+            min_support=2,
+        )
+
+    # Two people in one thread: not the team's habit.
+    assert provider.distill_many([same_afternoon(SMALL_PRS[:2])]) == [()]
+    # Three people in their own words within the hour: a rule taught this morning (the watchdog's case).
+    ((draft,),) = provider.distill_many([same_afternoon(SMALL_PRS[1:4])])
+    assert isinstance(draft, PatternDraft) and set(draft.supporting_ids) == {"pr2", "pr3", "pr4"}
     # One person, however many days: a belief of the team needs more than one voice.
     alone = [(i, "martin", p, t) for i, _, p, t in SMALL_PRS]
     assert provider.distill_many([request(alone)]) == [()]
