@@ -7,7 +7,8 @@ knowing the gold labels:
   imperative or change cue — always, never, please, must, every, keep, post, we merge, is due, from
   now on, instead of, no more, … — at least five words, not a question) are told apart by meaning
   (the worker's own MiniLM embedder: a message joins the first belief whose first message it is
-  within 0.6 cosine of); each belief with at least the asked minimum of messages is answered, its
+  within 0.6 cosine of, a message with a change cue never with one without: the later value of a
+  change is a belief of its own); each belief with at least the asked minimum of messages is answered, its
   statement the first such message, kind ``norm``, evidence ``explicit_rule``. Chatter, acks and
   work updates ("deploying X to staging") state no rule: no belief.
 - REFLECT, each candidate: cosine similarity of the two statements (the worker's own MiniLM
@@ -70,16 +71,18 @@ def _distill(body: dict[str, Any], embed: Embed) -> str:
         support = [m for m in g.messages if states_a_rule(str(m["text"]))]
         vecs = [np.asarray(v, dtype=np.float64) for v in embed([str(m["text"]) for m in support])] if support else []
         vecs = [v / max(1e-9, float(np.linalg.norm(v))) for v in vecs]
-        beliefs: list[tuple[np.ndarray[Any, Any], list[dict[str, Any]]]] = []
+        # A change ("from now on …") is the later of two values: never the same belief as the earlier.
+        beliefs: list[tuple[np.ndarray[Any, Any], bool, list[dict[str, Any]]]] = []
         for m, v in zip(support, vecs, strict=True):
-            home = next((b for b in beliefs if float(b[0] @ v) >= SAME_BELIEF), None)
+            change = is_change_statement(str(m["text"]))
+            home = next((b for b in beliefs if b[1] == change and float(b[0] @ v) >= SAME_BELIEF), None)
             if home is None:
-                beliefs.append((v, [m]))
+                beliefs.append((v, change, [m]))
             else:
-                home[1].append(m)
+                home[2].append(m)
         out[g.number] = [
             {"statement": str(ms[0]["text"]).strip()[:250], "support": [m["n"] for m in ms]}
-            for _, ms in beliefs
+            for _, _, ms in beliefs
             if len({m["n"] for m in ms}) >= g.min_support
         ]
     return prompt_data.distill_answer(out)
