@@ -23,6 +23,7 @@ from ops.bench import prompt_data
 from taskzilla_sleep.errors import LLMError
 from taskzilla_sleep.llm.base import (
     EVIDENCE_CONFIDENCE,
+    MAX_BELIEFS,
     DistillRequest,
     EpisodeView,
     PatternDraft,
@@ -166,7 +167,7 @@ def test_a_valid_distill_answer_is_accepted(stub: LLMStub) -> None:
     assert body["model"] == "stub"
     assert body["temperature"] == 0.0
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["name"] == "distill_v2"
+    assert body["response_format"]["json_schema"]["name"] == "distill_v3"
     assert body["response_format"]["json_schema"]["strict"] is True
     schema = body["response_format"]["json_schema"]["schema"]
     # The prompt's schema, with exactly one entry per group asked (a small model invents more).
@@ -258,8 +259,15 @@ def test_an_answer_cut_off_at_max_tokens_is_told_to_be_shorter(stub: LLMStub) ->
 TWELVE = tuple(f"ep_{k}" for k in range(12))
 
 
-def _four_beliefs() -> str:
-    return answer(*(belief(support=(3 * k + 1, 3 * k + 2, 3 * k + 3), statement=f"belief {k}") for k in range(4)))
+# One belief more than a topic may hold (MAX_BELIEFS), each citing three messages of its own.
+MANY = tuple(f"ep_{k}" for k in range(3 * (MAX_BELIEFS + 1)))
+
+
+def _one_belief_too_many() -> str:
+    beliefs = (
+        belief(support=(3 * k + 1, 3 * k + 2, 3 * k + 3), statement=f"belief {k}") for k in range(MAX_BELIEFS + 1)
+    )
+    return answer(*beliefs)
 
 
 @pytest.mark.parametrize(
@@ -277,7 +285,10 @@ def _four_beliefs() -> str:
             answer(belief(support=(1, 2, 4)), belief(support=(2, 3, 5), statement="PRs are reviewed")),
             "group 1 belief 2: messages [2] already support another belief; a message supports one belief",
         ),
-        (_four_beliefs(), "group 1: beliefs: Tuple should have at most 3 items after validation, not 4"),
+        (
+            _one_belief_too_many(),
+            f"group 1: beliefs: Tuple should have at most {MAX_BELIEFS} items after validation, not {MAX_BELIEFS + 1}",
+        ),
         ('{"groups": [{"group": 1}]}', "group 1: beliefs: Field required"),
         ('{"groups": []}', "group 1 was not answered"),
         (answer(belief(), group=2), "group 1 was not answered"),
@@ -295,7 +306,7 @@ def _four_beliefs() -> str:
         "a-message-cited-twice-in-one-belief",
         "support-number-0",
         "a-message-cited-by-two-beliefs",
-        "four-beliefs",
+        "one-belief-too-many",
         "no-beliefs-key",
         "no-groups",
         "wrong-group-number",
@@ -474,14 +485,14 @@ def test_up_to_three_beliefs_come_back_as_three_drafts(stub: LLMStub) -> None:
     assert llm.usage.invalid_answers == 0
 
 
-def test_four_beliefs_are_rejected(stub: LLMStub) -> None:
-    stub.script(_four_beliefs(), _four_beliefs())
+def test_one_belief_more_than_a_topic_holds_is_rejected(stub: LLMStub) -> None:
+    stub.script(_one_belief_too_many(), _one_belief_too_many())
     llm = provider(stub)
 
-    [result] = llm.distill_many([distill_request(ids=TWELVE)])
+    [result] = llm.distill_many([distill_request(ids=MANY)])
 
     assert isinstance(result, Unanswered)
-    assert "at most 3 items" in last_user_message(stub.requests[1])
+    assert f"at most {MAX_BELIEFS} items" in last_user_message(stub.requests[1])
     assert (llm.usage.calls, llm.usage.skipped) == (2, 1)
 
 
@@ -561,7 +572,7 @@ def test_groups_are_batched_up_to_batch_groups_per_call_and_results_keep_request
         groups = prompt_data.groups(body)
         assert [g.number for g in groups] == list(range(1, len(groups) + 1))
         assert all([m["n"] for m in g.messages] == [1, 2, 3, 4] for g in groups)  # numbered per group
-        assert f"Groups asked: {len(groups)}." in prompt_data.user_text(body)
+        assert f"Topics asked: {len(groups)}." in prompt_data.user_text(body)
         assert body["messages"][0]["content"] == DISTILL.system
         answers = body["response_format"]["json_schema"]["schema"]["properties"]["groups"]
         assert answers["minItems"] == answers["maxItems"] == len(groups)  # one answer per group asked
@@ -1241,10 +1252,10 @@ def test_invalid_reflect_answers_are_rejected_with_the_reason(stub: LLMStub, bad
 # -- the contract's identity ------------------------------------------------------------------
 
 
-def test_prompt_ids_are_v2() -> None:
+def test_prompt_ids_are_distill_v3_and_reflect_v2() -> None:
     assert dict(LiteLLMProvider.prompt_ids) == {"distill": "distill-v3", "reflect": "reflect-v2"}
     assert DISTILL.response_format() is not None and REFLECT.response_format() is not None
-    assert DISTILL.response_format()["json_schema"]["name"] == "distill_v2"  # type: ignore[index]
+    assert DISTILL.response_format()["json_schema"]["name"] == "distill_v3"  # type: ignore[index]
     assert REFLECT.response_format()["json_schema"]["name"] == "reflect_v2"  # type: ignore[index]
 
 
