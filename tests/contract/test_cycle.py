@@ -339,6 +339,10 @@ def watchdog_asks(stack: Stack, model: DecliningModel, at: datetime) -> list[set
 def test_a_watchdog_distill_asks_only_about_groups_with_something_new(stack: Stack) -> None:
     t0 = datetime.fromisoformat("2026-11-30T10:00:00+01:00")
     model = DecliningModel()
+    # A window of at most distill.topic_max_messages is one topic: capped at 4 here, the deploys and
+    # the backups (6 messages) are two topics, as a busier channel's subjects are.
+    distill = stack.settings.distill.model_copy(update={"topic_max_messages": 4})
+    stack.settings = stack.settings.model_copy(update={"distill": distill})
 
     def ingest(at: datetime, texts: list[str]) -> set[str]:
         return ingest_ops(stack, at, texts)

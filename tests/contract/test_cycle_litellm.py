@@ -133,7 +133,8 @@ def test_a_lying_model_never_writes_a_pattern_and_its_questions_are_asked_again(
         result = stack.night(NIGHT)
     assert stack.graph.patterns(TEAM) == []
     assert stack.graph.episodes_by_status(TEAM, [EpisodeStatus.ABSORBED.value]) == []
-    assert provider.usage.invalid_answers >= 2 and provider.usage.skipped >= 1  # one corrective retry, the topic skipped
+    # One corrective retry, then the topic is skipped.
+    assert provider.usage.invalid_answers >= 2 and provider.usage.skipped >= 1
     # Answers that fail validation are not treated better than a 5xx: no usable answer at all is a
     # failed step, recorded with its counts, and the questions are still open.
     distill = result.run.steps[1]
