@@ -37,6 +37,18 @@ def _hold(cm: AbstractContextManager[T], what: str) -> Iterator[T]:
         cm.__exit__(None, None, None)
 
 
+@pytest.fixture(autouse=True)
+def _structlog_as_before() -> Iterator[None]:
+    """Whatever a test configures for structlog (a harness run in-process calls configure_logging at
+    "warning"), the next test starts from the configuration before it: a later capture_logs sees
+    info events again."""
+    import structlog
+
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
 @pytest.fixture(scope="session")
 def neo4j_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from tests.neo4j_service import neo4j_server

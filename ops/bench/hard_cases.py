@@ -337,9 +337,7 @@ def run(
 ) -> dict[str, Any]:
     """Every week on fresh stores for every provider, scored; JSON-ready apart from nothing (plain data)."""
     from taskzilla_sleep.embeddings import OfflineMiniLM
-    from taskzilla_sleep.logs import configure_logging
 
-    configure_logging(os.environ.get("HARD_CASES_LOG_LEVEL", "warning"), json=True)
     embedder = embedder or OfflineMiniLM()
     loaded = [load_week(w, corpus) for w in weeks]
     import taskzilla_sleep
@@ -600,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [w for w in weeks if w not in known] + [p for p in provs if p not in PROVIDERS]
     if bad:
         ap.error(f"unknown week or provider: {', '.join(bad)}")
+    from taskzilla_sleep.logs import configure_logging
+
+    configure_logging(os.environ.get("HARD_CASES_LOG_LEVEL", "warning"), json=True)
     result = _jsonable(run(weeks, provs, a.work, a.corpus))
     text = render(result, a.failures)
     print(text)
