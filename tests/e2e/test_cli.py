@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import service_unavailable
+from tests.e2e.shell import as_from_a_shell
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +132,9 @@ def test_ctrl_c_mid_ingest_says_what_was_stored_and_exits_130(tmp_path: Path) ->
     f.write_text("\n".join(json.dumps(r | {"provenance": "human"}) for r in rows) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | {"HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "taskzilla_sleep", "ingest", str(f), "--progress", "--data-dir", str(tmp_path / "d")]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=as_from_a_shell
+    )
     assert proc.stderr is not None
     seen = []
     for ln in proc.stderr:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.shell import as_from_a_shell
 from tests.e2e.test_cli import ROOT, cli
 from tests.e2e.test_worker import SAMPLE, one_call_at_a_time, stop, wait_for, worker
 
@@ -52,6 +53,7 @@ def run_once(data: Path, env: dict[str, str], *flags: str) -> Iterator[Any]:
             text=True,
             env=full,
             cwd=ROOT,
+            preexec_fn=as_from_a_shell,
         )
         proc.log = log_path  # type: ignore[attr-defined]
         try:

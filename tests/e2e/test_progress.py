@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.shell import as_from_a_shell
 from tests.e2e.test_cli import ROOT, cli
 
 SAMPLE = str(ROOT / "taskzilla_sleep" / "data" / "sample_week.jsonl")
@@ -92,7 +93,9 @@ def test_ctrl_c_mid_import_names_what_was_left_and_its_advice_finishes_the_job(
     data = tmp_path / "fresh"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | {"HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "taskzilla_sleep", "import", str(export), "--data-dir", str(data)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, preexec_fn=as_from_a_shell
+    )
     try:
         assert proc.stderr is not None
         seen = []
