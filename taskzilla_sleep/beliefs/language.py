@@ -20,6 +20,8 @@ import re
 import threading
 from typing import Any
 
+from taskzilla_sleep.beliefs.reading import LINK_OR_CODE
+
 # What the rules of ``beliefs`` and the offline provider read.
 RULES_READ: frozenset[str] = frozenset({"en"})
 # The languages a message is told among (ISO 639-1): asking among fewer makes a short message's
@@ -30,7 +32,6 @@ CANDIDATES: tuple[str, ...] = (
 )  # fmt: skip
 MIN_WORDS = 4
 _WORD = re.compile(r"\w+", re.UNICODE)
-_URL = re.compile(r"https?://\S+|www\.\S+|`[^`]*`", re.I)
 _lock = threading.Lock()
 
 
@@ -45,7 +46,7 @@ def _identifier() -> Any:
 
 def language_of(text: str) -> str | None:
     """The message's language (ISO 639-1), or None when it is too short to tell."""
-    plain = _URL.sub(" ", text)
+    plain = LINK_OR_CODE.sub(" ", text)
     if len(_WORD.findall(plain)) < MIN_WORDS:
         return None
     with _lock:  # one model, not thread-safe while it sets its languages up

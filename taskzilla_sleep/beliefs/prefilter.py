@@ -21,13 +21,13 @@ import re
 from enum import StrEnum
 
 from taskzilla_sleep.beliefs.lint import injection
+from taskzilla_sleep.beliefs.reading import LINK_OR_CODE
 from taskzilla_sleep.models import Episode, EpisodeStatus, Provenance
 
 MIN_WORDS = 3
 _LETTER_WORD = re.compile(r"\w*[^\W\d_]\w*", re.UNICODE)  # a word with at least one letter, in any script
 # Scripts written without spaces (Han, kana, Hangul, Thai): two characters count as a word.
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\u0e00-\u0e7f]")
-_URL = re.compile(r"https?://\S+|www\.\S+|`[^`]*`", re.I)
 # Sentence ends in the scripts chat is written in (Latin, CJK full-width, Arabic, Armenian, Greek ";").
 _ENDS = re.compile(r"[.!?。！？؟\u037e…]+|\n+")
 _QUESTION = frozenset("?？؟\u037e")
@@ -52,7 +52,7 @@ def withheld(ep: Episode) -> Withheld | None:
         return Withheld.DRAFT
     if ep.provenance is Provenance.BOT:
         return Withheld.BOT
-    plain = _URL.sub(" ", ep.text)
+    plain = LINK_OR_CODE.sub(" ", ep.text)
     if words(plain) < MIN_WORDS:
         return Withheld.CHATTER
     if only_questions(plain):

@@ -7,6 +7,8 @@ import re
 
 URL = re.compile(r"https?://\S+|www\.\S+", re.I)
 INLINE_CODE = re.compile(r"`[^`]*`")
+# Either, in one left-to-right pass (a link inside a code span goes with the span).
+LINK_OR_CODE = re.compile(f"{URL.pattern}|{INLINE_CODE.pattern}", re.I)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'’+-]*", re.I)
 _EMOJI = re.compile(r"[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F]+|:[a-z0-9_+-]+:")
