@@ -68,9 +68,11 @@ _IMPERATIVE = re.compile(
 # Habitual or lasting: the opposite of a one-off arrangement.
 _HABITUAL = re.compile(
     r"\b(always|never|every|each|whenever|usually|normally|generally|by default|from now on|going forward|"
-    r"from (today|tomorrow|monday|tuesday|wednesday|thursday|friday|next|this) on|starting|as of|anymore|"
+    r"from (today|tomorrow|monday|tuesday|wednesday|thursday|friday|next|this) on|as of|anymore|"
+    # "starting" only with the time it starts from: "Bloom meeting starting." reports, it does not last.
     r"(from|since|starting|beginning) (today|tomorrow|now|monday|tuesday|wednesday|thursday|friday|"
     r"(this|next) (week|month|sprint|release|quarter))|"
+    r"(starting|beginning)( on| in)? (\d{1,2}(st|nd|rd|th)?\b|jan|feb|march|april|june|july|aug|sept?|oct|nov|dec)|"
     r"no longer|rule|policy|as usual|the usual|(each|every|a|per) (day|week|month|sprint|release)|"
     r"(of|every) (the|each) month)\b|\b(mon|tues|wednes|thurs|fri|satur|sun)days\b|\bweekly|daily|nightly|monthly\b",
     re.I,

@@ -429,3 +429,17 @@ def test_the_support_guard_refuses_another_value_but_not_a_message_naming_the_st
     assert guard("we do ship on Fridays", "Nothing ships on Fridays.") is None
     assert guard("ship it on Thursday", "Nothing ships on Fridays.") == "weekday"
     assert mentioned_numbers("keep it under 2,5 hours; 30 min breaks") == frozenset({2.5, 30.0})
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Bloom meeting starting.", Kind.STATUS),
+        ("Starting tomorrow standups are at 9:30", Kind.BELIEF),
+        ("starting in March the on-call rota is weekly", Kind.BELIEF),
+        ("starting 1 April invoices go out on the 1st", Kind.BELIEF),
+    ],
+)
+def test_starting_lasts_only_with_the_time_it_starts_from(text: str, kind: Kind) -> None:
+    """A meeting "starting" is happening now; a rule "starting Monday" lasts from then on."""
+    assert statement_kind(text, PEOPLE) is kind
