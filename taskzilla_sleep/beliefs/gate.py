@@ -46,7 +46,7 @@ _TEAM = re.compile(
 # A prohibition at the start of a clause: "It's Friday, so no production rollouts" — a rule, unless it
 # is about one occasion ("no push this morning").
 _PROHIBITION = re.compile(
-    r"(^|[:;,.!]\s*|\bso\s+)(no|never) (?!idea|worries|problem|clue|way|thanks|luck|rush|stress)\w+", re.I
+    r"(^|[:;,.!]\s*|\bso\s+)(no|never) (?!idea|worries|problem|clue|way|thanks|luck|rush|stress|new\b)\w+", re.I
 )
 # An instruction to the team, at the start of a sentence or clause ("Standup is async: post your update
 # …"): the imperative is a rule's usual form.

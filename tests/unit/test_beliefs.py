@@ -443,3 +443,17 @@ def test_the_support_guard_refuses_another_value_but_not_a_message_naming_the_st
 def test_starting_lasts_only_with_the_time_it_starts_from(text: str, kind: Kind) -> None:
     """A meeting "starting" is happening now; a rule "starting Monday" lasts from then on."""
     assert statement_kind(text, PEOPLE) is kind
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("play at 5%, no new crash clusters", Kind.STATUS),
+        ("canary at 10%, no new alerts so far", Kind.STATUS),
+        ("No new features during the freeze", Kind.BELIEF),
+        ("no deploys on Fridays", Kind.BELIEF),
+    ],
+)
+def test_no_new_reports_an_absence_it_forbids_nothing(text: str, kind: Kind) -> None:
+    """A report of "no new crash clusters" says what was seen; a prohibition names what is not done."""
+    assert statement_kind(text, PEOPLE) is kind
