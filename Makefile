@@ -79,7 +79,7 @@ $(COMPOSE_CHECK): ops/compose-check/main.go ops/compose-check/go.mod ops/compose
 compose-check: $(COMPOSE_CHECK)
 
 test: $(STAMP) $(NEO4J_CP) browser promtool examples compose-check lint typecheck
-	$(BIN)/pytest -rs -m "not container and not slow" tests
+	$(BIN)/pytest -rs --durations=25 -m "not container and not slow" tests
 
 # The worker's image built from the Dockerfile and run with podman (tests/e2e/test_container.py):
 # ops/container/build.sh installs podman, runc and debootstrap from Debian when missing, makes a
