@@ -11,6 +11,7 @@ start, in ``/readyz``, ``GET /v1/status`` and the ``taskzilla_sleep_llm_up`` gau
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -121,6 +122,9 @@ def _ask(settings: LLMSettings, model: str) -> ModelCheck:
             return ModelCheck(
                 False, model, f"no API key for {model}: {names} is not set in the environment", missing[0], now
             )
+        key = f"{provider.upper()}_API_KEY"
+        if key in os.environ and not os.environ[key].strip():  # compose's ${VAR} of an unset VAR: present, empty
+            return ModelCheck(False, model, f"no API key for {model}: {key} is set but empty", key, now)
     try:
         litellm.completion(**kwargs)
     except Exception as exc:  # sorted into what to fix below
