@@ -280,7 +280,7 @@ def test_the_prometheus_config_loads_the_rules_where_compose_mounts_them(promtoo
 def test_every_dashboard_query_parses_as_promql(promtool: str, tmp_path: Path) -> None:
     # promtool parses each query as a recording rule, with Grafana's variables as Grafana fills them.
     dash = json.loads((REPO / "ops" / "grafana" / "taskzilla-sleep.json").read_text())
-    fill = {"$__rate_interval": "5m", "$job": ".*", "$instance": ".*"}
+    fill = {"$__rate_interval": "5m", "$job": ".*", "$instance": ".*", "$team": ".*"}
     rules = []
     for p in dash["panels"]:
         for t in p.get("targets", []):
