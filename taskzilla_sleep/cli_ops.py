@@ -301,4 +301,3 @@ def cmd_check(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
     else:
         print(verdict.line())
     return 0 if verdict.ok else 1
-

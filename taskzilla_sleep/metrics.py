@@ -238,7 +238,6 @@ class SleepCollector:
             if ok and (self._last_success is None or max(ok) > self._last_success):
                 self._last_success = max(ok)
 
-
     def _remember_teams(self, runs: Sequence[Run]) -> None:
         """Each team's last night, from its own team jobs (a night's runs of one team merged, as
         ``_remember`` does for the whole night); remembered as the night itself is."""

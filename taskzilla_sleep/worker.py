@@ -35,8 +35,8 @@ from taskzilla_sleep.app import Services
 from taskzilla_sleep.budget import Tallies
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.handover import BusyLeases, run_teams, wake_timer
-from taskzilla_sleep.llm.check import CachedModelCheck, ModelCheck
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
+from taskzilla_sleep.llm.check import CachedModelCheck, ModelCheck
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, teams_sizes

@@ -141,14 +141,21 @@ def _missing_keys(litellm: Any, model: str) -> list[str]:
     return [str(k) for k in found.get("missing_keys") or []]
 
 
-def _verdict(litellm: Any, exc: Exception, model: str, provider: str, api_base: str | None, now: datetime) -> ModelCheck:
+def _verdict(
+    litellm: Any, exc: Exception, model: str, provider: str, api_base: str | None, now: datetime
+) -> ModelCheck:
     key = f"{provider.upper()}_API_KEY"
     status = getattr(exc, "status_code", None)
     if isinstance(exc, litellm.AuthenticationError) or status in (401, 403):
         return ModelCheck(False, model, f"the {provider} API refused the key: {_brief(exc)}", key, now)
     if isinstance(exc, litellm.NotFoundError) or status == 404:
         return ModelCheck(False, model, f"the {provider} API does not serve {model}: {_brief(exc)}", "llm.model", now)
-    unreachable = (litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError, litellm.ServiceUnavailableError)
+    unreachable = (
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+    )
     if isinstance(exc, unreachable) or (isinstance(status, int) and status >= 500):
         where = api_base or f"the {provider} API"
         fix = "llm.api_base" if api_base else "network access to the provider"

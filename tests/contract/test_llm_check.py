@@ -118,9 +118,7 @@ def _get(url: str) -> tuple[int, dict[str, object]]:
         return err.code, json.loads(err.read())
 
 
-def test_the_worker_starts_with_a_broken_model_says_so_and_serves_the_verdict(
-    tmp_path: Path, stub: LLMStub
-) -> None:
+def test_the_worker_starts_with_a_broken_model_says_so_and_serves_the_verdict(tmp_path: Path, stub: LLMStub) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"llm": {"model": "openai/stub", "api_base": stub.url}}))
     settings = load_settings(config, env={"TASKZILLA_DATA_DIR": str(tmp_path / "data")})

@@ -268,7 +268,18 @@ def test_the_prometheus_config_loads_the_rules_where_compose_mounts_them(promtoo
     done = run_promtool(promtool, "check", "config", str(PROMETHEUS_CONFIG))
     assert done.returncode == 0, (done.stdout + done.stderr).decode()
     assert b"SUCCESS: 11 rules found" in done.stdout
-    (rule_file,) = yaml.safe_load(PROMETHEUS_CONFIG.read_text())["rule_files"]
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    # TaskzillaWorkerDown watches up{job=...} of the job this config scrapes: renamed in one, not the other,
+    # it would watch nothing and absent() would fire for ever.
+    (job,) = [c["job_name"] for c in config["scrape_configs"]]
+    (down,) = [
+        r
+        for g in yaml.safe_load(RULES.read_text())["groups"]
+        for r in g["rules"]
+        if r["alert"] == "TaskzillaWorkerDown"
+    ]
+    assert down["expr"].count(f'up{{job="{job}"}}') == 2
+    (rule_file,) = config["rule_files"]
     assert (PROMETHEUS_CONFIG.parent / rule_file).resolve() == RULES
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     mounts = [v.split(":") for v in compose["services"]["prometheus"]["volumes"]]

@@ -86,7 +86,8 @@ def test_teams_beyond_the_bound_are_summed_as_other_and_the_worst_of_them_shown(
     assert by_team(m, "team_open_contradictions") == {"alpha": 1, "beta": 2, OTHER_TEAM: 4}
     assert by_team(m, "team_last_night_ok") == {"alpha": 1, "beta": 1, OTHER_TEAM: 0}  # gamma failed
     assert by_team(m, "team_last_night_duration_seconds") == {"alpha": 180, "beta": 60, OTHER_TEAM: 1800}
-    deferred = {(dict(k)["team"], dict(k)["step"]): v for k, v in m["taskzilla_sleep_team_last_night_deferred_groups"].items()}
+    rows = m["taskzilla_sleep_team_last_night_deferred_groups"].items()
+    deferred = {(dict(k)["team"], dict(k)["step"]): v for k, v in rows}
     assert deferred[("beta", "distill")] == 4 and deferred[(OTHER_TEAM, "distill")] == 2 + 1
     assert ("gamma", "distill") not in deferred
     # However many teams, at most cap + 1 label values.

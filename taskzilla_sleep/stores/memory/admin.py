@@ -39,9 +39,7 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
         with self._lock:
             self._maybe_fail()
             live = Counter(p.team for p in self.pattern_nodes.values() if p.status in PATTERN_LIVE)
-            opened = Counter(
-                c.team for c in self.contradiction_nodes.values() if c.status == ContradictionStatus.OPEN
-            )
+            opened = Counter(c.team for c in self.contradiction_nodes.values() if c.status == ContradictionStatus.OPEN)
         return {
             t: TeamCounts(patterns_live=live[t], contradictions_open=opened[t])
             for t in sorted(live.keys() | opened.keys())
