@@ -69,6 +69,13 @@ def make_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", parents=[common], help="store sizes, backend health, config in use")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
+    ck = sub.add_parser(
+        "check",
+        parents=[common],
+        help="ask the configured model one tiny question: 'model ok', or what to fix (exit 1)",
+    )
+    ck.add_argument("--json", action="store_true", help="machine-readable output")
+
     ro = sub.add_parser("run-once", parents=[common], help="run the nightly cycle (or some steps) now")
     ro.add_argument("--steps", help="comma-separated subset of prune,distill,reflect,decay (run in cycle order)")
     ro.add_argument("--now", type=_iso, help="the clock for every decision, ISO-8601 with offset (replay, tests)")
@@ -203,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "demo": cmd_demo,
             "ingest": cli_ops.cmd_ingest,
             "status": cmd_status,
+            "check": cli_ops.cmd_check,
             "reconcile": cli_ops.cmd_reconcile,
             "import": cli_ops.cmd_import,
             "run-once": cmd_run_once,

@@ -288,3 +288,16 @@ def reconcile_interrupted_note(shown: Progress, check: bool) -> str:
         f"{left} left" + ("" if check else " (what was repaired stays repaired)") + "; re-run the same command to "
         "finish: it checks everything again and repairs what is left"
     )
+
+
+def cmd_check(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
+    """`taskzilla-sleep check`: the model answers (exit 0), or what is wrong and what to fix (exit 1)."""
+    from taskzilla_sleep.llm.check import check_model
+
+    verdict = check_model(settings.llm)
+    data = verdict.as_dict()
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2))
+    else:
+        print(verdict.line())
+    return 0 if verdict.ok else 1

@@ -23,7 +23,7 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from taskzilla_sleep.models import Run
+from taskzilla_sleep.models import Run, StepName
 from taskzilla_sleep.report.nights import Night, ledger_nights, percentile
 from taskzilla_sleep.report.signals import (
     HEALTH_RANK,
@@ -33,7 +33,7 @@ from taskzilla_sleep.report.signals import (
     merges_signal,
     store_growth_signal,
 )
-from taskzilla_sleep.stores.ports import GraphCounts
+from taskzilla_sleep.stores.ports import GraphCounts, TeamCounts
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -45,7 +45,8 @@ NIGHT_TRIGGERS = frozenset({"schedule", "catch-up", "manual", "demo"})  # a watc
 # dashboard relies on are declared in one place.
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "source_up": (
-        "1 if the source could be read on this scrape (ledger, store_sizes, outbox, outbox_failed, memory_index)",
+        "1 if the source could be read on this scrape (ledger, store_sizes, outbox, outbox_failed, outbox_oldest, "
+        "memory_index, team_counts)",
         ("source",),
     ),
     "collect_seconds": ("Time this scrape spent reading the ledger and the store sizes", ()),
@@ -72,15 +73,45 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("percentile",),
     ),
     "health": ("Health verdict per signal: 0 ok, 1 watch, 2 bad, -1 unknown", ("signal",)),
+    "backend_up": ("1 if the store answered a ping on this scrape (graph, vectors)", ("store",)),
+    "llm_up": (
+        "1 if the last model check passed (or no model is configured: the offline provider), 0 if not",
+        (),
+    ),
+    "outbox_oldest_pending_timestamp_seconds": (
+        "When the oldest chat alert still pending was queued, as a Unix time (absent: none pending)",
+        (),
+    ),
+    "team_open_contradictions": (
+        "Contradictions waiting for a person, per team (metrics.team_labels_max teams; the rest: team=other)",
+        ("team",),
+    ),
+    "team_patterns_live": ("Live patterns (tentative, active, contested) per team", ("team",)),
+    "team_last_night_ok": ("1 if the team's last night finished with no failed step (other: every team's)", ("team",)),
+    "team_last_night_timestamp_seconds": (
+        "The clock the team's last night ran for, as a Unix time (other: the oldest)",
+        ("team",),
+    ),
+    "team_last_night_duration_seconds": ("Wall time of the team's last night (other: the longest)", ("team",)),
+    "team_last_night_deferred_groups": (
+        "Groups (distill) and comparisons (reflect) the team's last night left for the next one (budget or window)",
+        ("team", "step"),
+    ),
 }
+OTHER_TEAM = "other"  # the label value of every team beyond metrics.team_labels_max
+DEFERRING_STEPS: tuple[StepName, ...] = ("distill", "reflect")
 
 
 class LedgerSource(Protocol):
-    """What build_registry needs from the graph store (GraphStore has both)."""
+    """What build_registry needs from the graph store (GraphStore has them all)."""
 
     def night_runs(self, n: int) -> list[Run]: ...
 
     def counts(self) -> GraphCounts: ...
+
+    def team_counts(self) -> dict[str, TeamCounts]: ...
+
+    def ping(self) -> None: ...
 
 
 class SleepCollector:
@@ -104,7 +135,17 @@ class SleepCollector:
         window: int = 5,
         index_cap: int,
         grace_days: float,
+        team_counts: Callable[[], Mapping[str, TeamCounts]] | None = None,
+        team_labels_max: int = 20,
+        backends: Mapping[str, Callable[[], object]] | None = None,
+        outbox_oldest_pending: Callable[[], datetime | None] | None = None,
+        llm_up: Callable[[], bool | None] | None = None,
     ) -> None:
+        self._team_counts = team_counts
+        self._team_cap = team_labels_max
+        self._backends = dict(backends or {})
+        self._outbox_oldest = outbox_oldest_pending
+        self._llm_up = llm_up
         self._runs = runs
         self._sizes = sizes
         self._outbox = outbox_pending
@@ -118,6 +159,7 @@ class SleepCollector:
         self._lock = threading.Lock()
         self._last_night: Night | None = None
         self._last_success: datetime | None = None
+        self._team_nights: dict[str, Night] = {}  # each team's last night (its own team jobs)
 
     def describe(self) -> Iterable[Metric]:
         # Names only: registering the collector must not touch the stores.
@@ -126,12 +168,21 @@ class SleepCollector:
     def collect(self) -> Iterable[Metric]:
         t0 = time.perf_counter()
         fam = {name: _family(name) for name in FAMILIES}
-        nights = self._read("ledger", fam, lambda: ledger_nights(self._runs(self._window), self._window))
+        runs = self._read("ledger", fam, lambda: list(self._runs(self._window)))
+        nights = ledger_nights(runs, self._window) if runs is not None else None
         sizes = self._read("store_sizes", fam, lambda: dict(self._sizes()))
         entries = self._read("memory_index", fam, self._index) if self._index is not None else None
-        if nights is not None:
+        if runs is not None and nights is not None:
             self._remember(nights)
+            self._remember_teams(runs)
             _add_window(fam, nights, sizes, entries, self._index_cap, self._grace_days)
+        for store, ping in sorted(self._backends.items()):
+            fam["backend_up"].add_metric([store], 1 if _answers(store, ping) else 0)
+        read_teams = self._team_counts
+        teams = self._read("team_counts", fam, lambda: dict(read_teams())) if read_teams is not None else None
+        with self._lock:
+            team_nights = dict(self._team_nights)
+        _add_teams(fam, teams, team_nights, self._team_cap)
         if sizes is not None:
             for kind, v in sorted(sizes.items()):
                 fam["store_size"].add_metric([kind], v)
@@ -151,6 +202,14 @@ class SleepCollector:
             failed = self._read("outbox_failed", fam, self._outbox_failed)
             if failed is not None:
                 fam["outbox_failed"].add_metric([], failed)
+        if self._outbox_oldest is not None:
+            oldest = self._read("outbox_oldest", fam, self._outbox_oldest)
+            if oldest is not None:
+                fam["outbox_oldest_pending_timestamp_seconds"].add_metric([], oldest.timestamp())
+        if self._llm_up is not None:
+            up = self._llm_up()
+            if up is not None:
+                fam["llm_up"].add_metric([], 1 if up else 0)
         if entries is not None:
             fam["memory_index_entries"].add_metric([], entries)
         fam["collect_seconds"].add_metric([], time.perf_counter() - t0)
@@ -178,6 +237,73 @@ class SleepCollector:
                 self._last_night = real[-1]
             if ok and (self._last_success is None or max(ok) > self._last_success):
                 self._last_success = max(ok)
+
+    def _remember_teams(self, runs: Sequence[Run]) -> None:
+        """Each team's last night, from its own team jobs (a night's runs of one team merged, as
+        ``_remember`` does for the whole night); remembered as the night itself is."""
+        by_team: dict[str, list[Run]] = {}
+        for r in runs:
+            if r.team is not None and r.trigger in NIGHT_TRIGGERS:
+                by_team.setdefault(r.team, []).append(r)
+        with self._lock:
+            for team, mine in by_team.items():
+                real = [x for x in ledger_nights(mine) if x.status != "incomplete"]
+                known = self._team_nights.get(team)
+                if real and (known is None or real[-1].started_at >= known.started_at):
+                    self._team_nights[team] = real[-1]
+
+
+def _answers(store: str, ping: Callable[[], object]) -> bool:
+    try:
+        ping()
+    except Exception as exc:  # a store that does not answer is the figure itself, not a failed scrape
+        log.warning("metrics_backend_down", store=store, error=f"{type(exc).__name__}: {exc}"[:300])
+        return False
+    return True
+
+
+def labelled_teams(teams: Iterable[str], cap: int) -> list[str]:
+    """The teams with a ``team`` label of their own: the first ``cap`` by name. A team named "other"
+    never is one (its figures go with the other teams'): the label value stays unambiguous."""
+    return sorted(t for t in set(teams) if t != OTHER_TEAM)[: max(0, cap)]
+
+
+def _add_teams(
+    fam: dict[str, GaugeMetricFamily],
+    counts: Mapping[str, TeamCounts] | None,
+    nights: Mapping[str, Night],
+    cap: int,
+) -> None:
+    """The per-team series: ``cap`` teams by name, the rest summed (counts, deferrals), the worst of
+    them (ok, the oldest night, the longest) as team="other". Bounded by ``cap`` + 1 label values."""
+    mine = set(labelled_teams([*(counts or {}), *nights], cap))
+
+    def label(team: str) -> str:
+        return team if team in mine else OTHER_TEAM
+
+    if counts is not None:
+        live: dict[str, int] = {}
+        opened: dict[str, int] = {}
+        for team, c in counts.items():
+            live[label(team)] = live.get(label(team), 0) + c.patterns_live
+            opened[label(team)] = opened.get(label(team), 0) + c.contradictions_open
+        for team in sorted(live):
+            fam["team_patterns_live"].add_metric([team], live[team])
+            fam["team_open_contradictions"].add_metric([team], opened[team])
+    grouped: dict[str, list[Night]] = {}
+    for team, night in nights.items():
+        grouped.setdefault(label(team), []).append(night)
+    for team, group in sorted(grouped.items()):
+        fam["team_last_night_ok"].add_metric([team], 1 if all(x.status == "ok" for x in group) else 0)
+        fam["team_last_night_timestamp_seconds"].add_metric([team], min(x.now for x in group).timestamp())
+        durations = [x.duration_s for x in group if x.duration_s is not None]
+        if durations:
+            fam["team_last_night_duration_seconds"].add_metric([team], max(durations))
+        for step in DEFERRING_STEPS:
+            ran = [s for x in group for s in x.steps if s.step == step]
+            if ran:
+                deferred = sum(s.counts.get("deferred_groups", 0) for s in ran)
+                fam["team_last_night_deferred_groups"].add_metric([team, step], deferred)
 
 
 def _add_window(
@@ -241,8 +367,10 @@ def build_registry(
     window: int = 5,
     index_cap: int,
     grace_days: float,
+    team_labels_max: int = 20,
 ) -> CollectorRegistry:
-    """A fresh registry with one ledger_collector over ``graph`` (one night_runs(window) + one counts() a scrape)."""
+    """A fresh registry with one ledger_collector over ``graph`` (one night_runs(window), one counts()
+    and one team_counts() a scrape)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
         ledger_collector(
@@ -253,6 +381,7 @@ def build_registry(
             window=window,
             index_cap=index_cap,
             grace_days=grace_days,
+            team_labels_max=team_labels_max,
         )
     )
     return registry
@@ -267,12 +396,21 @@ def ledger_collector(
     window: int = 5,
     index_cap: int,
     grace_days: float,
+    team_labels_max: int = 20,
+    vectors_ping: Callable[[], object] | None = None,
+    outbox_oldest_pending: Callable[[], datetime | None] | None = None,
+    llm_up: Callable[[], bool | None] | None = None,
 ) -> SleepCollector:
     """The SleepCollector over ``graph``; the worker attaches it to its ``Instruments`` (one /metrics).
 
     ``index_cap`` and ``grace_days``: ``memory_index.max_entries`` and ``decay.grace_hours`` / 24 of
-    the worker's settings (see SleepCollector).
+    the worker's settings (see SleepCollector); ``team_labels_max``: ``metrics.team_labels_max``.
+    ``vectors_ping``: the vector store's ping (``backend_up{store="vectors"}``; the graph's is always
+    there); ``llm_up``: the worker's cached model check (never a call of its own).
     """
+    backends: dict[str, Callable[[], object]] = {"graph": graph.ping}
+    if vectors_ping is not None:
+        backends["vectors"] = vectors_ping
     return SleepCollector(
         graph.night_runs,
         lambda: graph.counts().sizes(),
@@ -282,6 +420,11 @@ def ledger_collector(
         window=window,
         index_cap=index_cap,
         grace_days=grace_days,
+        team_counts=graph.team_counts,
+        team_labels_max=team_labels_max,
+        backends=backends,
+        outbox_oldest_pending=outbox_oldest_pending,
+        llm_up=llm_up,
     )
 
 
@@ -290,4 +433,13 @@ def render(registry: CollectorRegistry) -> tuple[bytes, str]:
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
-__all__ = ["FAMILIES", "LedgerSource", "SleepCollector", "build_registry", "ledger_collector", "render"]
+__all__ = [
+    "FAMILIES",
+    "OTHER_TEAM",
+    "LedgerSource",
+    "SleepCollector",
+    "build_registry",
+    "labelled_teams",
+    "ledger_collector",
+    "render",
+]

@@ -44,6 +44,9 @@ class StatusReport(BaseModel):
     # Per team, the share of what its last distill showed the judge that the judge does not read (the
     # offline rules read English only): "38 % ... configure a model". Teams with none are left out.
     unread: dict[str, float] = Field(default_factory=dict)
+    # The model check (`taskzilla-sleep check`): one tiny call, or none with the offline provider.
+    # Not part of ``healthy``: the stores are; `check` exits 1 for the model.
+    model: dict[str, Any] | None = None
 
     @property
     def healthy(self) -> bool:
@@ -58,6 +61,10 @@ class StatusReport(BaseModel):
         for h in (self.graph, self.vectors):
             state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
             lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")
+        if self.model is not None:
+            fix = f" (fix: {self.model['fix']})" if self.model.get("fix") else ""
+            state = self.model["detail"] if self.model["ok"] else f"FAILED: {self.model['detail']}{fix}"
+            lines.append(f"model:    {state}")
         if self.lease is not None:
             lines.append(f"lease:    {_render_lease(self.lease)}")
         c = self.graph_counts
@@ -110,10 +117,16 @@ def _by_status(d: dict[str, int]) -> str:
 
 
 def collect_status(
-    settings: Settings, secrets: Secrets, graph: GraphStore | None = None, vectors: VectorStore | None = None
+    settings: Settings,
+    secrets: Secrets,
+    graph: GraphStore | None = None,
+    vectors: VectorStore | None = None,
+    check_llm: bool = True,
 ) -> StatusReport:
-    """Status of the configured stores; pass stores that are already open to use them (not closed here)."""
+    """Status of the configured stores; pass stores that are already open to use them (not closed here).
+    ``check_llm``: also check the model (``llm.check.check_model``: one tiny call when one is configured)."""
     from taskzilla_sleep.app import build_embedder, build_graph, build_vectors
+    from taskzilla_sleep.llm.check import check_model
 
     owned_graph, owned_vectors = graph is None, vectors is None
     g = settings.graph
@@ -123,6 +136,8 @@ def collect_status(
         config_files=list(settings.config_files), data_dir=str(settings.data_dir), graph=gh, vectors=vh
     )
     report.workers = live_workers(settings.data_dir)
+    if check_llm:
+        report.model = check_model(settings.llm).as_dict()
     try:
         try:
             if graph is None:

@@ -36,6 +36,7 @@ from taskzilla_sleep.budget import Tallies
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.handover import BusyLeases, run_teams, wake_timer
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
+from taskzilla_sleep.llm.check import CachedModelCheck, ModelCheck
 from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, teams_sizes
@@ -99,12 +100,18 @@ class Worker:
         self._outbox: Any = None
         self._senders: dict[str, Any] = {}
         self._open_alerts()
+        # The model asked one tiny question at start, then by the loop again when the verdict is stale
+        # (llm.check): /readyz, /v1/status and the llm_up gauge read the last verdict, never call the model.
+        self.llm_check = CachedModelCheck(self.settings.llm)
 
     # -- life cycle ---------------------------------------------------------------------------------
     def run(self) -> int:
         """The loop, until a signal or request_stop(). Call start_api() first to serve the API."""
         self._install_signals()
         log.info("worker_started", holder=self.lease.me, api_port=self.port, clock=self.clock.now().isoformat())
+        # A wrong model or a missing key is said now, at error level, not at 03:10; the worker runs on
+        # (the night retries, and the store work and the API need no model).
+        self.llm_check.current()
         first = True
         try:
             while not self._stop.is_set():
@@ -176,6 +183,8 @@ class Worker:
             self._watchdog()
         if not self._stop.is_set():
             self._alerts()
+        if not self._stop.is_set():
+            self.llm_check.current()  # again only once the verdict is stale (llm.check: 10 min ok, 1 min not)
 
     def _sleep_until_next(self) -> None:
         if self._stop.is_set():
@@ -385,6 +394,7 @@ class Worker:
             metrics=self.metrics,
             mounts=[mcp, *chat],
             instruments=self.services.instruments,
+            model_check=self.llm_check.last,  # never a call of its own: a probe must answer at once
         )
 
     def _start_api(self) -> None:
@@ -436,6 +446,7 @@ class Worker:
             "clock": iso_time(self.clock.now()),
             "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
             "open_contradictions": sizes.get("contradictions_open", 0),
+            "model": _model_status(self.llm_check.last()),
             "last_runs": [
                 {
                     "id": r.id,
@@ -483,10 +494,17 @@ class Worker:
                     memory_index_size=self._memory_index_size,
                     index_cap=self.settings.memory_index.max_entries,
                     grace_days=self.settings.decay.grace_hours / 24,
+                    team_labels_max=self.settings.metrics.team_labels_max,
+                    vectors_ping=self.services.vectors.ping,
+                    outbox_oldest_pending=self._oldest_pending if self._outbox is not None else None,
+                    llm_up=self.llm_check.up,  # the cached verdict: a scrape never calls the model
                 )
                 # Beside this worker's counters: one /metrics serves both.
                 self._metrics_registry = self.services.instruments.attach(collector)
             return self._metrics_registry
+
+    def _oldest_pending(self) -> datetime | None:
+        return self.services.graph.oldest_alert_at("pending")
 
     def _memory_index_size(self) -> int | None:
         sizes = [
@@ -498,6 +516,10 @@ class Worker:
             for p in self.settings.memory_dir.glob("*/MEMORY.md")
         ]
         return sum(sizes) if sizes else None
+
+
+def _model_status(check: ModelCheck | None) -> dict[str, Any] | None:
+    return check.as_dict() if check is not None else None
 
 
 def _night_status(night: Run, runs: list[Run]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from taskzilla_sleep.api.schemas import (
     Health,
     IngestRequest,
     IngestResult,
+    ModelReadiness,
     PinRequest,
     Readiness,
     RecallResult,
@@ -48,6 +49,7 @@ from taskzilla_sleep.audit import ACTION_RE, AuditRecord
 from taskzilla_sleep.errors import Busy, StoreError
 from taskzilla_sleep.ingest import IngestReport
 from taskzilla_sleep.instruments import Instruments
+from taskzilla_sleep.llm.check import ModelCheck
 from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSummary
 from taskzilla_sleep.models import TEAM_RE, Contradiction, Pattern, PatternStatus
 from taskzilla_sleep.recall import render_prompt
@@ -85,8 +87,10 @@ class ApiDeps:
         metrics: Callable[[], tuple[bytes, str]],
         mounts: list[tuple[BaseRoute, Callable[[], AbstractAsyncContextManager[None]]]] | None = None,
         instruments: Instruments | None = None,
+        model_check: Callable[[], ModelCheck | None] | None = None,
     ) -> None:
         self.service = service
+        self.model_check = model_check  # the worker's cached model verdict, shown by /readyz (None: not shown)
         self.tokens = tokens
         self.status = status
         self.metrics = metrics
@@ -380,7 +384,10 @@ def create_app(deps: ApiDeps) -> FastAPI:
                 ping()
             except StoreError as exc:
                 problems[name] = str(exc)[:300]
-        body = Readiness(ready=not problems, problems=problems).model_dump()
+        # The model is detail, not readiness: recall and ingest need no model, and the night retries.
+        check = deps.model_check() if deps.model_check is not None else None
+        model = ModelReadiness(**check.as_dict()) if check is not None else None
+        body = Readiness(ready=not problems, problems=problems, model=model).model_dump(mode="json")
         return JSONResponse(body, status_code=503 if problems else 200)
 
     @app.get("/metrics", operation_id="metrics", response_class=PlainTextResponse, tags=["probes"])

@@ -102,6 +102,17 @@ class Health(BaseModel):
     ok: bool
 
 
+class ModelReadiness(BaseModel):
+    """The worker's last model check (``taskzilla-sleep check``), reused for minutes: ok, or what to fix."""
+
+    ok: bool
+    model: str | None = None  # None: no model configured, the offline provider judges
+    detail: str
+    fix: str | None = None  # the setting or environment variable to change (llm.model, OPENAI_API_KEY...)
+    checked_at: str | None = None
+
+
 class Readiness(BaseModel):
     ready: bool
     problems: dict[str, str]
+    model: ModelReadiness | None = None  # does not decide ``ready``: the night retries a model

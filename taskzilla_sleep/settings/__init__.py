@@ -32,6 +32,7 @@ from taskzilla_sleep.settings.sections import (
     IngestSettings,
     LLMSettings,
     MemoryIndexSettings,
+    MetricsSettings,
     NightBudget,
     PruneSettings,
     RecallSettings,
@@ -58,6 +59,7 @@ __all__ = [
     "IngestSettings",
     "LLMSettings",
     "MemoryIndexSettings",
+    "MetricsSettings",
     "NightBudget",
     "PruneSettings",
     "RecallSettings",
@@ -95,6 +97,7 @@ class Settings(_Section):
     api: ApiSettings = ApiSettings()
     alerts: AlertSettings = AlertSettings()
     worker: WorkerSettings = WorkerSettings()
+    metrics: MetricsSettings = MetricsSettings()
     # Where the settings came from, for `status` (not a knob).
     config_files: tuple[str, ...] = ()
 

@@ -378,6 +378,14 @@ class AlertSettings(_Section):
     nightly_summary: bool = False  # also post the night's summary to the channels
 
 
+class MetricsSettings(_Section):
+    # The per-team series of /metrics (taskzilla_sleep_team_*): this many teams (by name) get a `team`
+    # label each; the rest are summed as team="other". ~8 series a team: 20 teams stay under ~170
+    # series a replica, far inside a Prometheus target's usual budget, and cover most deployments
+    # whole. 0: only team="other" (every team summed).
+    team_labels_max: int = Field(default=20, ge=0, le=1000)
+
+
 class WorkerSettings(_Section):
     lease_ttl_s: float = Field(default=120.0, ge=5)  # a dead holder's lease expires after this
     team_concurrency: int = Field(default=1, ge=1, le=64)  # team jobs at once in one process

@@ -54,6 +54,7 @@ from taskzilla_sleep.stores.records import (
     Retirement,
     SessionRecord,
     StoredEpisode,
+    TeamCounts,
     VectorBackend,
     VectorHealth,
     VectorHit,
@@ -351,6 +352,10 @@ class OutboxStore(Protocol):
 
     def count_alerts(self, status: AlertStatus) -> int: ...
 
+    def oldest_alert_at(self, status: AlertStatus) -> datetime | None:
+        """When the oldest alert with ``status`` was queued (``created_at``); None when there is none."""
+        ...
+
 
 class LeaseStore(Protocol):
     def try_lease(self, name: str, claim: LeaseClaim, now_ms: int, ttl_ms: int, dead_holder: str | None) -> bool:
@@ -425,6 +430,11 @@ class AdminStore(Protocol):
     def counts(self, team: str | None = None) -> GraphCounts:
         """The graph's sizes by label and status; of ``team`` only when given (one indexed query per
         label: what a team job records in the ledger, linear in that team, not in the store)."""
+        ...
+
+    def team_counts(self) -> dict[str, TeamCounts]:
+        """Per team, its live patterns and open contradictions: one grouped query per label (rows:
+        one a team), what a /metrics scrape reads for the per-team series. Teams with neither are left out."""
         ...
 
     def take_poisoned(self) -> list[Poisoned]:
@@ -516,6 +526,7 @@ __all__ = [
     "SessionStore",
     "RunLedger",
     "StoredEpisode",
+    "TeamCounts",
     "VectorBackend",
     "VectorHealth",
     "VectorHit",

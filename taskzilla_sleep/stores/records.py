@@ -212,6 +212,14 @@ class GraphCounts(BaseModel):
 
 
 @dataclass(frozen=True)
+class TeamCounts:
+    """One team's figures a /metrics scrape reads live (``GraphStore.team_counts``)."""
+
+    patterns_live: int = 0  # tentative, active, contested
+    contradictions_open: int = 0
+
+
+@dataclass(frozen=True)
 class LeaseClaim:
     """Who asks for a lease: the holder id ops read, and where it runs (to see a dead local holder)."""
 

@@ -53,6 +53,7 @@ from taskzilla_sleep.stores.ports import (
     Poisoned,
     Retirement,
     SessionRecord,
+    TeamCounts,
 )
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
@@ -1862,6 +1863,45 @@ def test_counts_of_one_team_leave_the_other_teams_out(graph_store: GraphStore) -
 
 def test_an_empty_graph_counts_nothing(graph_store: GraphStore) -> None:
     assert graph_store.counts() == GraphCounts()
+    assert graph_store.team_counts() == {}
+    assert graph_store.oldest_alert_at("pending") is None
+
+
+def test_team_counts_are_each_teams_live_patterns_and_open_contradictions(graph_store: GraphStore) -> None:
+    """What /metrics reads for its per-team series: one row a team, the same figures as counts(team)."""
+    two_beliefs(graph_store)  # platform: two live patterns
+    graph_store.open_contradiction(contra("con-1"), counter=1, old_confidence=0.5)
+    graph_store.write_pattern(pat("pat-m", team="mobile"), [], [])
+    graph_store.write_pattern(pat("pat-gone", team="mobile", status=PatternStatus.RETIRED), [], [])
+    graph_store.write_pattern(pat("pat-d", team="data", status=PatternStatus.RETIRED), [], [])
+
+    found = graph_store.team_counts()
+
+    assert found == {
+        "platform": TeamCounts(patterns_live=2, contradictions_open=1),
+        "mobile": TeamCounts(patterns_live=1, contradictions_open=0),
+    }
+    for team, figures in found.items():
+        sizes = graph_store.counts(team).sizes()
+        assert (figures.patterns_live, figures.contradictions_open) == (
+            sizes["patterns_live"],
+            sizes["contradictions_open"],
+        )
+
+
+def test_oldest_alert_at_is_the_first_queued_of_a_status(graph_store: GraphStore) -> None:
+    graph_store.queue_alerts(
+        [
+            alert("a:dev", created_at=T0 + 5 * SECOND),
+            alert("b:dev", created_at=T0 + 2 * SECOND),
+            alert("c:dev", created_at=T0 - 9 * SECOND),
+        ]
+    )
+    graph_store.mark_alert_delivered("c:dev", T0)
+
+    assert graph_store.oldest_alert_at("pending") == T0 + 2 * SECOND
+    assert graph_store.oldest_alert_at("delivered") == T0 - 9 * SECOND
+    assert graph_store.oldest_alert_at("failed") is None
 
 
 def test_quarantined_items_are_skipped_by_every_read(graph_store: GraphStore) -> None:

@@ -149,6 +149,7 @@ def test_a_live_worker_scrape_lints_clean_and_counts_what_happened(
             counted = (b"alert_deliveries_total{", b"alert_delivery_failures_total{")
             wait_for("the delivery round counted", lambda: all(c in http(url + "/metrics")[1] for c in counted))
             status, scraped = http(url + "/metrics")
+            stored_sizes = services.graph.counts("platform").sizes()
         finally:
             worker.request_stop()
             if loop.is_alive():
@@ -184,6 +185,19 @@ def test_a_live_worker_scrape_lints_clean_and_counts_what_happened(
     assert m[p + "drift_items_total"][()] == 0
     # The offline provider calls no model: the series the skip-rate rule divides exist, at 0.
     assert m[p + "llm_requests_total"][(("kind", "distill"), ("outcome", "skipped"))] == 0
+    # The stores answered, the offline provider needs no model: up, said as such.
+    assert m[p + "backend_up"] == {(("store", "graph"),): 1.0, (("store", "vectors"),): 1.0}
+    assert m[p + "llm_up"][()] == 1
+    # The per-team series (one team here, under metrics.team_labels_max): its live figures and its night.
+    team = (("team", "platform"),)
+    assert m[p + "team_patterns_live"][team] == stored_sizes["patterns_live"] > 0
+    assert m[p + "team_open_contradictions"][team] == m[p + "open_contradictions"][()]
+    assert m[p + "team_last_night_ok"][team] == 1
+    assert m[p + "team_last_night_duration_seconds"][team] > 0
+    assert m[p + "team_last_night_timestamp_seconds"][team] == m[p + "last_night_timestamp_seconds"][()]
+    deferred = m[p + "team_last_night_deferred_groups"]
+    assert deferred == {(("step", "distill"), *team): 0.0, (("step", "reflect"), *team): 0.0}
+    assert not any(dict(k).get("team") == "other" for fam in m.values() for k in fam)
     # The ledger gauges are in the same scrape.
     assert m[p + "last_night_ok"][()] == 1
     assert m[p + "last_night_steps"][(("kind", "patterns_added"), ("step", "distill"))] >= 1
@@ -223,7 +237,7 @@ def test_llm_calls_errors_tokens_and_skips_are_counted(promtool: str, monkeypatc
 def test_the_alert_rules_pass_promtool_check(promtool: str) -> None:
     done = run_promtool(promtool, "check", "rules", str(RULES))
     assert done.returncode == 0, (done.stdout + done.stderr).decode()
-    assert b"SUCCESS: 6 rules found" in done.stdout
+    assert b"SUCCESS: 11 rules found" in done.stdout
 
 
 def test_the_alert_rules_unit_tests_pass_and_cover_every_rule_firing_and_not(promtool: str) -> None:
@@ -253,8 +267,19 @@ def test_a_rule_that_changed_fails_its_unit_test(promtool: str, tmp_path: Path) 
 def test_the_prometheus_config_loads_the_rules_where_compose_mounts_them(promtool: str) -> None:
     done = run_promtool(promtool, "check", "config", str(PROMETHEUS_CONFIG))
     assert done.returncode == 0, (done.stdout + done.stderr).decode()
-    assert b"SUCCESS: 6 rules found" in done.stdout
-    (rule_file,) = yaml.safe_load(PROMETHEUS_CONFIG.read_text())["rule_files"]
+    assert b"SUCCESS: 11 rules found" in done.stdout
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    # TaskzillaWorkerDown watches up{job=...} of the job this config scrapes: renamed in one, not the other,
+    # it would watch nothing and absent() would fire for ever.
+    (job,) = [c["job_name"] for c in config["scrape_configs"]]
+    (down,) = [
+        r
+        for g in yaml.safe_load(RULES.read_text())["groups"]
+        for r in g["rules"]
+        if r["alert"] == "TaskzillaWorkerDown"
+    ]
+    assert down["expr"].count(f'up{{job="{job}"}}') == 2
+    (rule_file,) = config["rule_files"]
     assert (PROMETHEUS_CONFIG.parent / rule_file).resolve() == RULES
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     mounts = [v.split(":") for v in compose["services"]["prometheus"]["volumes"]]
@@ -266,7 +291,7 @@ def test_the_prometheus_config_loads_the_rules_where_compose_mounts_them(promtoo
 def test_every_dashboard_query_parses_as_promql(promtool: str, tmp_path: Path) -> None:
     # promtool parses each query as a recording rule, with Grafana's variables as Grafana fills them.
     dash = json.loads((REPO / "ops" / "grafana" / "taskzilla-sleep.json").read_text())
-    fill = {"$__rate_interval": "5m", "$job": ".*", "$instance": ".*"}
+    fill = {"$__rate_interval": "5m", "$job": ".*", "$instance": ".*", "$team": ".*"}
     rules = []
     for p in dash["panels"]:
         for t in p.get("targets", []):

@@ -103,7 +103,8 @@ def test_the_worker_container_serves_writes_its_volume_as_its_user_and_stops(ima
         base = f"http://127.0.0.1:{port}"
         _ready(base, name)
         ready = httpx.get(base + "/readyz", timeout=5).json()
-        assert ready == {"ready": True, "problems": {}}
+        assert (ready["ready"], ready["problems"]) == (True, {})
+        assert ready["model"]["ok"] is True and ready["model"]["model"] is None  # the offline provider
 
         metrics = httpx.get(base + "/metrics", timeout=10)
         assert metrics.status_code == 200

@@ -34,6 +34,8 @@ SYMPTOMS = (
     "failed alerts",
     "locked out",
     "rollback",
+    "worker down",
+    "model unreachable",
 )
 
 

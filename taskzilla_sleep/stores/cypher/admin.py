@@ -16,7 +16,7 @@ from taskzilla_sleep.stores.cypher.archive import CypherArchive
 from taskzilla_sleep.stores.cypher.base import chunks
 from taskzilla_sleep.stores.cypher.episodes import STAGED
 from taskzilla_sleep.stores.executor import Row
-from taskzilla_sleep.stores.ports import GraphCounts, Poisoned
+from taskzilla_sleep.stores.ports import GraphCounts, Poisoned, TeamCounts
 
 log = structlog.get_logger(__name__)
 
@@ -104,6 +104,17 @@ class CypherAdmin(CypherArchive):
             relationships=int(self._read(Q["count_relationships"])[0]["n"]),
             **archived,
         )
+
+    def team_counts(self) -> dict[str, TeamCounts]:
+        live = {str(r["team"]): int(r["n"]) for r in self._read(Q["team_patterns_live"]) if r["team"] is not None}
+        opened = {
+            str(r["team"]): int(r["n"]) for r in self._read(Q["team_contradictions_open"]) if r["team"] is not None
+        }
+        return {
+            t: TeamCounts(patterns_live=live.get(t, 0), contradictions_open=opened.get(t, 0))
+            for t in sorted(live.keys() | opened.keys())
+            if _TEAM.match(t)
+        }
 
     def take_poisoned(self) -> list[Poisoned]:
         return self._poison.take()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import Contradiction, to_ms
+from taskzilla_sleep.models import Contradiction, from_ms, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import alert_from_props, alert_props, contradiction_from_props
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
@@ -80,3 +80,8 @@ class CypherOutbox(CypherBase):
 
     def count_alerts(self, status: AlertStatus) -> int:
         return int(self._read(Q["count_alerts"], {"status": status})[0]["n"])
+
+    def oldest_alert_at(self, status: AlertStatus) -> datetime | None:
+        rows = self._read(Q["oldest_alert_at"], {"status": status})
+        t = rows[0]["t"] if rows else None
+        return from_ms(int(t)) if t is not None else None

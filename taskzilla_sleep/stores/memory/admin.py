@@ -7,11 +7,11 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus, Tombstone
+from taskzilla_sleep.models import PATTERN_LIVE, TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus, Tombstone
 from taskzilla_sleep.stores.memory.archive import MemoryArchive
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.memory.sessions import MemorySessions
-from taskzilla_sleep.stores.ports import GraphBackend, GraphCounts, Poisoned
+from taskzilla_sleep.stores.ports import GraphBackend, GraphCounts, Poisoned, TeamCounts
 
 _TEAM = re.compile(TEAM_RE)
 
@@ -34,6 +34,17 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
         with self._lock:
             names = {e.team for e in self.episode_nodes.values()} | {p.team for p in self.pattern_nodes.values()}
         return sorted(t for t in names if _TEAM.match(t))
+
+    def team_counts(self) -> dict[str, TeamCounts]:
+        with self._lock:
+            self._maybe_fail()
+            live = Counter(p.team for p in self.pattern_nodes.values() if p.status in PATTERN_LIVE)
+            opened = Counter(c.team for c in self.contradiction_nodes.values() if c.status == ContradictionStatus.OPEN)
+        return {
+            t: TeamCounts(patterns_live=live[t], contradictions_open=opened[t])
+            for t in sorted(live.keys() | opened.keys())
+            if _TEAM.match(t)
+        }
 
     def counts(self, team: str | None = None) -> GraphCounts:
         with self._lock:

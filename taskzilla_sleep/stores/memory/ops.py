@@ -204,6 +204,9 @@ class MemoryOps(MemoryBeliefs):
     def count_alerts(self, status: AlertStatus) -> int:
         return len(self.alerts(status))
 
+    def oldest_alert_at(self, status: AlertStatus) -> datetime | None:
+        return min((a.created_at for a in self.alerts(status)), default=None)
+
     # -- the lease -------------------------------------------------------------------------------
     def try_lease(self, name: str, claim: LeaseClaim, now_ms: int, ttl_ms: int, dead_holder: str | None) -> bool:
         with self._lock:

@@ -91,3 +91,9 @@ MATCH (n:Entity) WHERE n.team = $team OR n.key STARTS WITH $prefix WITH n LIMIT 
 
 // -- delete_team_meta --
 MATCH (n:Meta) WHERE n.key ENDS WITH $suffix WITH n LIMIT 5000 DETACH DELETE n RETURN count(*) AS n
+
+// -- team_patterns_live --
+MATCH (n:Pattern) WHERE n.status IN ['tentative', 'active', 'contested'] RETURN n.team AS team, count(n) AS n
+
+// -- team_contradictions_open --
+MATCH (n:Contradiction) WHERE n.status = 'open' RETURN n.team AS team, count(n) AS n

@@ -80,3 +80,6 @@ MATCH (a:Alert {key: k})
 SET a.key = k + $suffix,
     a.dropped_reason = CASE WHEN a.status = 'pending' THEN $reason ELSE a.dropped_reason END,
     a.status = CASE WHEN a.status = 'pending' THEN 'dropped' ELSE a.status END
+
+// -- oldest_alert_at --
+MATCH (a:Alert) WHERE a.status = $status RETURN min(a.created_at) AS t
