@@ -10,6 +10,7 @@ import pytest
 
 from ops.bench import model as sober
 from ops.bench import prompt_data
+from taskzilla_sleep.llm.check import CHECK_PROMPT
 from taskzilla_sleep.models import EpisodeStatus, PatternStatus
 from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
@@ -32,7 +33,9 @@ def _embed(texts: Any) -> list[list[float]]:
 def good_model(body: dict[str, Any]) -> str:
     """Distill (v3): the bench's sober model (``ops/bench/model.py``: the messages that state a rule,
     told apart by meaning, one belief each), statements marked "Team habit: "; reflect: 'supersedes'
-    when NEW carries a change cue, else 'unrelated'."""
+    when NEW carries a change cue, else 'unrelated'; the model check (``llm.check``): ok."""
+    if CHECK_PROMPT in json.dumps(body):
+        return "ok"
     if prompt_data.is_distill(body):
         answer = json.loads(sober.responder(_embed)(body))
         for g in answer["groups"]:
