@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from taskzilla_sleep.models import STEP_DONE, STEP_NAMES, Run, StepName, StepResult
+from taskzilla_sleep.models import STEP_DONE, STEP_NAMES, Run, StepName, StepResult, iso_time
 
 
 @dataclass(frozen=True)
@@ -188,3 +189,35 @@ def _index_entries(runs: Sequence[Run]) -> int | None:
         if r.memory_index_entries is not None:
             latest[r.team] = r.memory_index_entries
     return sum(latest.values()) if latest else None
+
+
+def _steps(r: Run) -> dict[str, Any]:
+    return {
+        x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None} for x in r.steps
+    }
+
+
+def run_status(r: Run) -> dict[str, Any]:
+    """A run for the status: what ran, for which team, and each step's state."""
+    ok = all(x.status in STEP_DONE for x in r.steps)
+    return {
+        "id": r.id,
+        "trigger": r.trigger,
+        "slot": r.slot,
+        "now": iso_time(r.now),
+        "team": r.team,
+        "ok": ok,
+        "steps": _steps(r),
+    }
+
+
+def night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
+    """A night for the status: its merged steps, and each team job's run (what ran where, when)."""
+    return {
+        "slot": night.slot,
+        "trigger": night.trigger,
+        "finished": night.finished_at is not None,
+        "ok": night.finished_at is not None and all(x.status in STEP_DONE for x in night.steps),
+        "steps": _steps(night),
+        "jobs": [{"id": r.id, "team": r.team, "steps": _steps(r)} for r in runs],
+    }

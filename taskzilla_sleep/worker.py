@@ -36,9 +36,19 @@ from taskzilla_sleep.budget import Tallies
 from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.handover import BusyLeases, run_teams, wake_timer
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
-from taskzilla_sleep.llm.check import CachedModelCheck, ModelCheck
-from taskzilla_sleep.models import STEP_DONE, Run, RunTrigger, StepName, iso_time
-from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, next_slot, night_key, steps_left
+from taskzilla_sleep.llm.check import CachedModelCheck
+from taskzilla_sleep.models import Run, RunTrigger, StepName, iso_time
+from taskzilla_sleep.nights import (
+    done_steps,
+    due_jobs,
+    group_nights,
+    merge_runs,
+    next_slot,
+    night_key,
+    night_status,
+    run_status,
+    steps_left,
+)
 from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night, teams_sizes
 from taskzilla_sleep.scheduler import Clock, NightlySchedule
 from taskzilla_sleep.service import IngestGate, MemoryService
@@ -446,23 +456,9 @@ class Worker:
             "clock": iso_time(self.clock.now()),
             "lease": {"holder": holder, "expires_at_ms": expires, "me": self.lease.me},
             "open_contradictions": sizes.get("contradictions_open", 0),
-            "model": _model_status(self.llm_check.last()),
-            "last_runs": [
-                {
-                    "id": r.id,
-                    "trigger": r.trigger,
-                    "slot": r.slot,
-                    "now": iso_time(r.now),
-                    "team": r.team,
-                    "ok": all(x.status in STEP_DONE for x in r.steps),
-                    "steps": {
-                        x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
-                        for x in r.steps
-                    },
-                }
-                for r in runs
-            ],
-            "last_nights": [_night_status(n, runs_of) for n, runs_of in self._last_nights(3, teams)],
+            "model": c.as_dict() if (c := self.llm_check.last()) is not None else None,
+            "last_runs": [run_status(r) for r in runs],
+            "last_nights": [night_status(n, runs_of) for n, runs_of in self._last_nights(3, teams)],
         }
 
     def _last_nights(self, n: int, teams: Collection[str] | None = None) -> list[tuple[Run, list[Run]]]:
@@ -516,26 +512,3 @@ class Worker:
             for p in self.settings.memory_dir.glob("*/MEMORY.md")
         ]
         return sum(sizes) if sizes else None
-
-
-def _model_status(check: ModelCheck | None) -> dict[str, Any] | None:
-    return check.as_dict() if check is not None else None
-
-
-def _night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
-    """A night for the status: its merged steps, and each team job's run (what ran where, when)."""
-
-    def steps(r: Run) -> dict[str, Any]:
-        return {
-            x.step: {"status": x.status, "started_at": iso_time(x.started_at) if x.started_at else None}
-            for x in r.steps
-        }
-
-    return {
-        "slot": night.slot,
-        "trigger": night.trigger,
-        "finished": night.finished_at is not None,
-        "ok": night.finished_at is not None and all(x.status in STEP_DONE for x in night.steps),
-        "steps": steps(night),
-        "jobs": [{"id": r.id, "team": r.team, "steps": steps(r)} for r in runs],
-    }
