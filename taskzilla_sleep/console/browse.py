@@ -4,8 +4,9 @@ the service's: the caller must see the team (``Access.visible``: another team's 
 never "forbidden", so its existence does not leak), a run needs an admin as ``/v1/runs`` does.
 
 Only existing store reads are used (``get_episodes``, ``episodes_by_status``, ``episode_entities``,
-``patterns``, ``get_run``); the message and entity pages scan a team's episodes, capped at
-``MAX_SCAN`` newest (the page says so when the cap cut the list).
+``archived_texts``, ``patterns``, ``get_run``); the message and entity pages scan a team's episodes,
+capped at ``MAX_SCAN`` newest (the page says so when the cap cut the list). A message decay retired
+(or prune dropped) shows, and is searched by, its text in the archive while the archive keeps it.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Messages:
     channels: list[str]
     authors: list[str]
     capped: bool  # the team holds more than MAX_SCAN messages of these statuses: the oldest are not searched
+    archived: dict[str, str]  # id -> the text the archive keeps of a retired or pruned message
 
 
 @dataclass
@@ -61,16 +63,19 @@ class EpisodeView:
     episode: Episode
     mentions: list[Mention]
     absorbed_into: Pattern | None  # the belief that absorbed it (if still stored)
+    archived: str | None  # its text in the archive (retired or pruned, while the archive keeps it)
 
 
 @dataclass
 class EntityView:
     entity: Entity
     key: str
-    beliefs: list[Pattern]
+    beliefs: list[Pattern]  # naming it as a subject
+    backed: list[Pattern]  # others its messages are evidence of (a person's say, a channel's practice)
     messages: list[Episode]  # newest first
     capped: bool
     roles: dict[str, list[str]] = field(default_factory=dict)  # episode id -> roles the entity has in it
+    archived: dict[str, str] = field(default_factory=dict)  # as Messages.archived
 
 
 def messages(service: MemoryService, access: Access, team: str | None, q: MessageQuery) -> Messages:
@@ -78,15 +83,16 @@ def messages(service: MemoryService, access: Access, team: str | None, q: Messag
     eps, capped = _scan(service, scope, q.statuses())
     channels = sorted({e.channel for e in eps})
     authors = sorted({e.author for e in eps}, key=str.casefold)
+    archived = _archived(service, eps)
     text = q.text.casefold()
     found = [
         e
         for e in eps
         if (not q.channel or e.channel == q.channel)
         and (not q.author or e.author.casefold() == q.author.casefold())
-        and (not text or text in e.text.casefold())
+        and (not text or text in (e.text or archived.get(e.id, "")).casefold())
     ]
-    return Messages(found, channels, authors, capped)
+    return Messages(found, channels, authors, capped, archived)
 
 
 def episode(service: MemoryService, access: Access, episode_id: str) -> EpisodeView:
@@ -97,7 +103,8 @@ def episode(service: MemoryService, access: Access, episode_id: str) -> EpisodeV
     access.visible(e.team, f"episode {episode_id!r}")
     mentions = service.graph.episode_entities([e.id]).get(e.id, [])
     into = service.graph.patterns_by_id([e.absorbed_by]) if e.absorbed_by else []
-    return EpisodeView(e, sorted(mentions, key=lambda m: (m.role, m.key)), into[0] if into else None)
+    kept = _archived(service, [e]).get(e.id)
+    return EpisodeView(e, sorted(mentions, key=lambda m: (m.role, m.key)), into[0] if into else None, kept)
 
 
 def pattern(service: MemoryService, access: Access, pattern_id: str) -> PatternDetail:
@@ -129,7 +136,8 @@ def entity(service: MemoryService, access: Access, team: str | None, kind: str, 
     if not normalize_name(name):
         raise InputError("entity name is empty")
     key = what.key
-    beliefs = [p for p in service.graph.patterns(scope) if any(_names(s, what) for s in p.subjects)]
+    patterns = service.graph.patterns(scope)
+    beliefs = [p for p in patterns if any(_names(s, what) for s in p.subjects)]
     eps, capped = _scan(service, scope, BROWSABLE)
     roles: dict[str, list[str]] = {}
     for i in range(0, len(eps), CHUNK):
@@ -139,12 +147,25 @@ def entity(service: MemoryService, access: Access, team: str | None, kind: str, 
             if mine:
                 roles[eid] = mine
     found = [e for e in eps if e.id in roles]
-    return EntityView(what, key, sorted(beliefs, key=lambda p: -p.confidence), found, capped, roles)
+    named = {p.id for p in beliefs}
+    backed = [p for p in patterns if p.id not in named and not roles.keys().isdisjoint(p.evidence_ids)]
+    beliefs.sort(key=lambda p: -p.confidence)
+    backed.sort(key=lambda p: -p.confidence)
+    return EntityView(what, key, beliefs, backed, found, capped, roles, _archived(service, found))
 
 
 def _names(subject: str, what: Entity) -> bool:
     """A belief's subject names the entity: its key, or its name (``@`` and ``#`` aside)."""
     return subject == what.key or normalize_name(subject) == normalize_name(what.name)
+
+
+def _archived(service: MemoryService, eps: list[Episode]) -> dict[str, str]:
+    """The archive's text of each retired or pruned message among ``eps`` that it still keeps."""
+    gone = [e.id for e in eps if not e.text and e.status in (EpisodeStatus.RETIRED, EpisodeStatus.PRUNED)]
+    out: dict[str, str] = {}
+    for i in range(0, len(gone), CHUNK):
+        out.update(service.graph.archived_texts(gone[i : i + CHUNK]))
+    return out
 
 
 def _scan(service: MemoryService, team: str, statuses: tuple[str, ...]) -> tuple[list[Episode], bool]:

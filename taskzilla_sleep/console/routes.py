@@ -507,6 +507,7 @@ def console_router(
             authors=found.authors if found else [],
             statuses=["live", "archived", *browse.BROWSABLE],
             capped=found.capped if found else False,
+            archived=found.archived if found else {},
             cap=browse.MAX_SCAN,
         )
 

@@ -24,12 +24,14 @@ from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.alerts.message import format_resolution, format_withdrawal
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.app import Services, build
+from taskzilla_sleep.archive.recording import recorded
 from taskzilla_sleep.console.web import local
 from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.models import EpisodeStatus
 from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.scheduler import ScaledClock
 from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.stores.records import ChangeRecord, Retirement
 from taskzilla_sleep.worker import Worker
 from tests.e2e.test_console import launch
 
@@ -94,6 +96,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         assert run_night(services, NightRequest(now=NOW)).ok
         # A backfill of the night before, run after it: the ledger holds it after the later night.
         assert run_night(services, NightRequest(now=NOW - timedelta(days=1), trigger="manual")).ok
+        # One message decay-style retired: the graph drops its text, the archive keeps it.
+        gone = next(e for e in services.graph.episodes_by_status("platform", ["raw"]) if e.author != "import-bot")
+        change = ChangeRecord(
+            id="run-decay-1", kind="run", at=NOW, recorded_at=NOW, seq=1, by="night", teams=("platform",)
+        )
+        recorded(services.graph, change, "platform").retire_episodes(
+            [Retirement(gone.id, EpisodeStatus.RETIRED, NOW, "decay")]
+        )
         Outbox(services.graph).sync_contradictions(settings.alerts.channels, NOW, public_url=settings.api.public_url)
         worker = Worker(
             services, ScaledClock(NOW, 0.0), serve_api=True, api_port=port, env={"HOOK_URL": "http://127.0.0.1:9/hook"}
@@ -266,6 +276,7 @@ def test_messages_and_entity_pages_with_times_in_the_schedule_zone(served: Serve
     g = served.services.graph
     every = g.episodes_by_status("platform", [s.value for s in EpisodeStatus if s is not EpisodeStatus.QUARANTINED])
     archived = [e for e in every if e.status.value in ("retired", "pruned", "forgotten")]
+    assert archived and not [e for e in archived if e.text]
     author = max({e.author for e in every}, key=lambda a: sum(e.author == a for e in every))
     theirs = [e for e in every if e.author == author]
     channel = theirs[-1].channel
@@ -290,15 +301,24 @@ def test_messages_and_entity_pages_with_times_in_the_schedule_zone(served: Serve
             assert shown is not None and shown[1].endswith(("CET", "CEST"))
             expect(rows.nth(0)).to_contain_text(shown[1])  # the time in the zone, with its marker
             page.screenshot(path=str(tmp_path / "console-messages.png"), full_page=True)
-            if archived:  # decay's or prune's: still listed, text archived or dropped
-                page.goto(served.url + "/ui/messages?status=archived")
-                expect(page.locator("#messages-total")).to_contain_text(f"{len(archived)} message")
+            # Archived messages are listed too, a retired one with its text from the archive, and found by it.
+            (retired,) = [e for e in archived if e.status is EpisodeStatus.RETIRED]
+            kept = g.archived_texts([retired.id])[retired.id]
+            page.goto(served.url + "/ui/messages?status=archived&q=" + kept.split()[-1])
+            expect(page.locator("#messages-total")).to_contain_text("1 message")
+            row = page.locator(f'table.messages tr[data-id="{retired.id}"]')
+            expect(row).to_contain_text("from the archive")
+            expect(row).to_contain_text(kept)
             # The author's entity page: their beliefs and the messages that name them.
             page.goto(served.url + "/ui/messages")
             page.locator("table.messages a", has_text=author).first.click()
             expect(page.locator("h2").first).to_contain_text(f"Person · {author}")
             expect(page.locator("table.messages tr[data-id]")).not_to_have_count(0)
             assert page.locator("table.messages tr[data-id]").count() >= min(len(theirs), 200)
+            mine = {e.id for e in theirs}
+            backs = [p for p in g.patterns("platform") if mine & set(p.evidence_ids)]
+            assert backs  # the sample's busiest author backs some belief
+            expect(page.locator("table.backed a")).to_have_count(len(backs))
             page.screenshot(path=str(tmp_path / "console-entity.png"), full_page=True)
             # One message's page, from the entity page.
             page.locator("table.messages tr[data-id] a").first.click()
