@@ -30,7 +30,7 @@ from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.models import EpisodeStatus
 from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.settings import Secrets, load_settings
 from taskzilla_sleep.stores.records import ChangeRecord, Retirement
 from taskzilla_sleep.worker import Worker
 from tests.e2e.test_console import launch
@@ -72,13 +72,25 @@ def _infra_lines() -> list[str]:
     ]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@pytest.fixture(scope="module", params=["falkordb", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The worker on embedded FalkorDB, or on a real Neo4j server (both with embedded Chroma)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    graph: dict[str, object] = {}
+    secrets = Secrets()
+    if request.param == "neo4j":
+        from tests.neo4j_service import neo4j_auth
+
+        graph = {"graph.backend": "neo4j", "graph.neo4j_uri": request.getfixturevalue("neo4j_uri")}
+        auth = neo4j_auth()
+        if auth:
+            graph["graph.neo4j_user"] = auth[0]
+            secrets = Secrets.from_env({"TASKZILLA_NEO4J_PASSWORD": auth[1]})
     settings = load_settings(
         env={"TASKZILLA_DATA_DIR": str(tmp_path_factory.mktemp("pages"))},
-        overrides={
+        overrides=graph
+        | {
             "api.default_team": "platform",
             "api.host": "127.0.0.1",
             "api.public_url": url,  # the chat alerts' "Open in console" links point here
@@ -91,7 +103,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             },
         },
     )
-    with build(settings) as services:
+    with build(settings, secrets) as services:
+        services.graph.delete_all()  # a Neo4j server is shared by the session's tests
         services.ingestor(clock=lambda: NOW).ingest_lines([*sample_lines(), *_infra_lines()], "sample")
         assert run_night(services, NightRequest(now=NOW)).ok
         # A backfill of the night before, run after it: the ledger holds it after the later night.
@@ -113,6 +126,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             yield Served(url, services)
         finally:
             worker._shutdown()
+            services.graph.delete_all()
 
 
 def login(client: httpx.Client, token: str) -> None:
