@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AwareDatetime, ValidationError
 from starlette.routing import BaseRoute
@@ -136,6 +136,10 @@ def create_app(deps: ApiDeps) -> FastAPI:
 
     app = FastAPI(
         lifespan=lifespan,
+        # No /docs nor /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, blank on a host
+        # without the internet, and no PyPI package of ours ships them. The schema is /openapi.json.
+        docs_url=None,
+        redoc_url=None,
         title="taskzilla-sleep",
         version="1",
         description="Memory consolidation for a team chat bot: ingest episodes, recall beliefs, resolve "
@@ -367,6 +371,12 @@ def create_app(deps: ApiDeps) -> FastAPI:
     from taskzilla_sleep.console import console_router  # the memory console at /ui (HTML for people)
 
     app.include_router(console_router(service, deps.tokens, deps.status))
+
+    @app.get("/", include_in_schema=False)
+    def root() -> Response:
+        """A browser at the worker's address lands on the console (its login form when logged out)."""
+        return RedirectResponse("/ui", status_code=303)
+
     app.router.routes.extend(route for route, _run in deps.mounts)
     _finish_schema(app, token_optional=deps.tokens.open)
 

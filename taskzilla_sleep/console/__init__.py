@@ -1,5 +1,6 @@
 """The memory console: server-rendered pages at ``/ui`` for people (the contradiction queue, patterns,
-pinned facts, nights, the alert outbox, status), logged in with an API token and served by the
+recall, messages, entities, pinned facts, nights, the alert outbox, status; a page at a stable URL for
+each contradiction, pattern, message and run), logged in with an API token and served by the
 worker beside ``/v1``. Every read and write goes through :class:`~taskzilla_sleep.service.MemoryService`.
 """
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import structlog
 from fastapi import Request
@@ -38,6 +40,8 @@ HEADERS = {
 NAV: list[tuple[str, str, str]] = [
     ("/ui/contradictions", "Contradictions", "read"),
     ("/ui/patterns", "Patterns", "read"),
+    ("/ui/recall", "Recall", "read"),
+    ("/ui/messages", "Messages", "read"),
     ("/ui/facts", "Pinned facts", "read"),
     ("/ui/nights", "Nights", "admin"),
     ("/ui/alerts", "Alerts", "admin"),
@@ -59,7 +63,26 @@ def can(access: Access, role: str) -> bool:
     return _RANK[access.role] >= _RANK[role]
 
 
+def local(t: datetime | str | None, zone: str) -> tuple[str, str] | None:
+    """A time as the console shows it: in the schedule's zone, with the zone's marker ("2026-11-28
+    03:05 CET"), and its ISO form for ``<time datetime>``; None for no time. Takes the status's ISO text too."""
+    if t is None or t == "":
+        return None
+    when = datetime.fromisoformat(t) if isinstance(t, str) else t
+    if when.tzinfo is None:  # the stores keep aware times; a naive one is UTC
+        when = when.replace(tzinfo=ZoneInfo("UTC"))
+    there = when.astimezone(ZoneInfo(zone))
+    return there.isoformat(), there.strftime("%Y-%m-%d %H:%M %Z")
+
+
+def segment(value: str) -> str:
+    """One path segment of a console URL (an id, an entity name): every reserved character escaped."""
+    return quote(value, safe="")
+
+
 TEMPLATES.globals["can"] = can
+TEMPLATES.globals["local"] = local
+TEMPLATES.filters["seg"] = segment
 
 
 def secure(request: Request) -> bool:
@@ -71,6 +94,11 @@ def html(template: str, status: int = 200, headers: Mapping[str, str] | None = N
     return HTMLResponse(body, status_code=status, headers={**HEADERS, **(headers or {})})
 
 
+def zone_of(request: Request) -> str:
+    """The zone the console shows times in (the schedule's, set by the console's router)."""
+    return str(getattr(request.state, "zone", "UTC"))
+
+
 def page(request: Request, s: Session, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
     """A page of a logged-in person: the nav, their name and role, the CSRF token, notices."""
     return html(
@@ -80,6 +108,7 @@ def page(request: Request, s: Session, template: str, status: int = 200, **ctx: 
         csrf=s.csrf,
         notices=s.take_notices(),
         path=request.url.path,
+        zone=zone_of(request),
         **ctx,
     )
 
@@ -87,7 +116,9 @@ def page(request: Request, s: Session, template: str, status: int = 200, **ctx: 
 def error_page(request: Request, s: Session | None, status: int, message: str, back: str | None = None) -> HTMLResponse:
     ctx: dict[str, Any] = {"code": status, "message": message, "back": back}
     if s is None:
-        return html("error.html", status, who=None, csrf="", notices=[], path=request.url.path, **ctx)
+        return html(
+            "error.html", status, who=None, csrf="", notices=[], path=request.url.path, zone=zone_of(request), **ctx
+        )
     return page(request, s, "error.html", status, **ctx)
 
 

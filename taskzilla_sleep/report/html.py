@@ -115,7 +115,11 @@ def report_sections(report: Report) -> list[str]:
     and the worker's memory console (/ui/nights) both show these, styled by ``CSS``."""
     tz = ZoneInfo(report.timezone)
     nights = report.nights
-    labels = [x.now.astimezone(tz).strftime("%m-%d %H:%M") for x in nights]
+    # The charts' x axis is the time their labels show (each night's clock), left to right: the ledger
+    # orders nights by when their runs started, which a catch-up, a backfill (run-once --now) or a
+    # demo night run after later nights puts out of clock order.
+    order = sorted(range(len(nights)), key=lambda i: (nights[i].now, i))
+    labels = [nights[i].now.astimezone(tz).strftime("%m-%d %H:%M") for i in order]
     e = html.escape
     worst = report.worst
     parts = [f'<h2>Health <span class="overall b-{worst}">{e(worst)}</span></h2><div class="cards">']
@@ -129,7 +133,7 @@ def report_sections(report: Report) -> list[str]:
     if nights:
         parts.append(_kpis(report))
         parts.append('<h2>Trends</h2><div class="charts">')
-        parts += _charts(report, labels)
+        parts += _charts(report, labels, order)
         parts.append("</div>")
         parts.append(_nights_table(report, tz))
     return parts
@@ -161,7 +165,8 @@ def _kpis(report: Report) -> str:
     return f'<h2>Last run</h2><div class="kpis">{cells}</div>'
 
 
-def _charts(report: Report, labels: list[str]) -> list[str]:
+def _charts(report: Report, labels: list[str], order: list[int]) -> list[str]:
+    """The trend charts over ``labels``; ``order``: the nights' indexes in clock order (the x axis)."""
     n = report.nights
     size = {lbl: vals for lbl, vals, _ in report.series()}
     charts: list[tuple[str, ChartKind, ChartSeries, str]] = [
@@ -222,7 +227,8 @@ def _charts(report: Report, labels: list[str]) -> list[str]:
     if "memory index entries" in size:
         charts.append(("Memory index entries", "line", [("entries", size["memory index entries"], COLORS[1])], ""))
     out = []
-    for title, kind, series, unit in charts:
+    for title, kind, unordered, unit in charts:
+        series = [(name, [vals[i] for i in order], color) for name, vals, color in unordered]
         legend = "".join(f'<span><i style="background:{c}"></i>{html.escape(name)}</span>' for name, _, c in series)
         out.append(
             f'<div class="chart"><h3>{html.escape(title)}</h3>{svg_chart(labels, series, kind, unit)}'

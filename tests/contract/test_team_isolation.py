@@ -188,9 +188,15 @@ def test_a_one_team_admin_sees_its_teams_figures_only(served: Served) -> None:
         assert "run-platform" in page.text and "run-ops" not in page.text and "run-every-team" not in page.text
         nights = browser.get("/ui/nights").text
         assert "→ 11<" in nights and not {"4,321", "4,332", "9,999"} & set(re.findall(r"\d,\d{3}", nights))
+        # A run's page: its team's run only; a run over every team is none of its own (as the report).
+        assert browser.get("/ui/runs/run-platform").status_code == 200
+        for other in ("run-ops", "run-every-team", "run-nope"):
+            res = browser.get(f"/ui/runs/{other}")
+            assert res.status_code == 404 and "no run" in res.text and "4,321" not in res.text
     with httpx.Client(base_url=served.url, timeout=60) as browser:
         login(browser, ADMIN)
         assert "run-ops" in browser.get("/ui/status").text
+        assert all(browser.get(f"/ui/runs/{r}").status_code == 200 for r in ("run-ops", "run-every-team"))
         assert {"4,332", "9,999"} <= set(re.findall(r"\d,\d{3}", browser.get("/ui/nights").text))
     report = served.worker.memory.nights(Access("platform-admin", frozenset({"platform"}), "admin"), 14)
     assert [n.sizes_after.get("episodes_total") for n in report.nights] == [11]  # its job's, not ops' added

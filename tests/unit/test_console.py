@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from html import unescape as html_unescape
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,11 +19,21 @@ from taskzilla_sleep.access import OPEN, token_hash
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.api import create_app
 from taskzilla_sleep.app import Services
+from taskzilla_sleep.archive.recording import recorded
 from taskzilla_sleep.console.sessions import COOKIE, Sessions
-from taskzilla_sleep.models import Contradiction, ContradictionKind, EpisodeIn, Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.models import (
+    Contradiction,
+    ContradictionKind,
+    EpisodeIn,
+    EpisodeStatus,
+    Pattern,
+    PatternKind,
+    PatternStatus,
+)
 from taskzilla_sleep.scheduler import ScaledClock
 from taskzilla_sleep.settings import AlertChannel, ApiSettings, Settings
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
+from taskzilla_sleep.stores.records import ChangeRecord, Retirement
 from taskzilla_sleep.worker import Worker
 
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
@@ -203,7 +215,9 @@ def test_the_queue_shows_both_beliefs_with_people_and_messages_escaped(console: 
     assert "A change to confirm" in page and "One reviewer is enough for a deploy" in page
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; deploys need two reviewers" in page
     assert "<script>" not in page
-    assert "lena, martin, sara" in page and "lena, omar, sara" in page  # the people on each side
+    shown = re.sub(r"<[^>]+>", "", page)  # the text a person reads
+    assert "lena, martin, sara" in shown and "lena, omar, sara" in shown  # the people on each side
+    assert '<a href="/ui/entities/person/martin?team=platform">martin</a>' in page  # each with their page
     assert "two approvals before a deploy" in page and "one approval and ship it" in page
     assert "read-only" in page and 'value="new"' not in page  # a viewer gets no buttons…
 
@@ -401,3 +415,151 @@ def test_an_admin_undoes_a_run_from_the_nights_page_and_a_writer_cannot(console:
     after = c.get("/ui/nights").text
     assert f"undid {night.run.id}" in after and "undone by ops-admin" in after
     assert console.graph.get_change(night.run.id).undone_by == "ops-admin"  # type: ignore[union-attr]
+
+
+def test_every_object_has_a_page_at_a_stable_url(console: Console) -> None:
+    c = console.client()
+    login(c, READER)
+    page = c.get(f"/ui/contradictions/{console.cid}")  # the chat alert's "Open in console"
+    assert page.status_code == 200 and f'id="c-{console.cid}"' in page.text
+    assert "One reviewer is enough for a deploy" in page.text and "the rule changed" in page.text
+    by_id = c.get("/ui/patterns/p-old")  # no ?team=: the belief's own team
+    assert by_id.status_code == 200 and "One reviewer is enough for a deploy" in by_id.text
+    ep = next(e for e in console.graph.episodes_by_status("platform", ["raw"]) if e.author == "omar")
+    one = c.get(f"/ui/episodes/{ep.id}")
+    assert one.status_code == 200 and "one approval and ship it" in one.text and "#deploys" in one.text
+    person = c.get("/ui/entities/person/omar?team=platform")
+    assert person.status_code == 200 and "one approval and ship it" in person.text
+    assert "two reviewers for every deploy" not in person.text  # sara's, not omar's
+    backed = person.text.split('<table class="backed">')[1].split("</table>")[0]
+    assert "One reviewer is enough for a deploy" in backed and "two reviewers" not in backed  # his message backs it
+    for path, code in [
+        ("/ui/contradictions/con-nope", 404),
+        ("/ui/patterns/p-nope", 404),
+        ("/ui/episodes/ep-nope", 404),
+        ("/ui/entities/planet/mars?team=platform", 422),
+    ]:
+        res = c.get(path)
+        assert res.status_code == code and "<main>" in res.text, (path, res.status_code)
+
+
+def test_another_teams_token_gets_no_object_of_platform_by_its_url(console: Console) -> None:
+    ep = console.graph.episodes_by_status("platform", ["raw"])[0]
+    c = console.client()
+    login(c, OTHER)  # a writer of team ops
+    for path, code in [
+        (f"/ui/contradictions/{console.cid}", 404),  # as on /v1: another team's id does not exist
+        ("/ui/patterns/p-old", 404),
+        (f"/ui/episodes/{ep.id}", 404),
+        ("/ui/messages?team=platform", 403),
+        ("/ui/recall?team=platform&q=deploy", 403),
+        ("/ui/entities/person/sara?team=platform", 403),
+    ]:
+        res = c.get(path)
+        assert res.status_code == code, (path, res.status_code)
+        assert ep.text not in res.text and "One reviewer is enough" not in res.text
+    # And the pages of its own team list nothing of platform's.
+    assert "deploy" not in re.sub(r"<[^>]+>", "", c.get("/ui/messages?team=ops").text).casefold()
+
+
+def test_the_message_browser_searches_and_filters_archived_included(console: Console) -> None:
+    c = console.client()
+    login(c, READER)
+
+    def rows(query: str) -> list[str]:
+        res = c.get("/ui/messages" + query)
+        assert res.status_code == 200, res.text[:500]
+        return re.findall(r'<tr data-id="([^"]+)"', res.text)
+
+    every = console.graph.episodes_by_status("platform", ["raw", "absorbed"])
+    assert len(rows("")) == len(every) == 6
+    saras = rows("?author=sara")
+    assert len(saras) == 2 and set(saras) == {e.id for e in every if e.author == "sara"}
+    assert saras[0] == max((e for e in every if e.author == "sara"), key=lambda e: e.ts).id  # newest first
+    assert rows("?q=APPROVAL") == [
+        e.id for e in sorted(every, key=lambda e: e.ts, reverse=True) if "approval" in e.text
+    ]
+    assert rows("?channel=nowhere") == [] and rows("?status=archived") == []
+    # A message decay retired is still listed (archived), its text no longer in the graph.
+    gone = every[0]
+    change = ChangeRecord(id="run-decay", kind="run", at=NOW, recorded_at=NOW, seq=1, by="night", teams=("platform",))
+    recorded(console.graph, change, "platform").retire_episodes(
+        [Retirement(gone.id, EpisodeStatus.RETIRED, NOW, "decay")]
+    )
+    assert console.graph.get_episodes([gone.id])[0].text == ""  # the graph dropped it; the archive keeps it
+    assert rows("?status=archived") == [gone.id] and gone.id in rows("")
+    assert gone.id not in rows("?status=live")
+    assert rows("?status=archived&q=" + gone.text.split()[-1]) == [gone.id]  # searched in the archive's text
+    page = c.get(f"/ui/episodes/{gone.id}").text
+    assert "from the archive" in page and gone.text in html_unescape(page)
+    bad = c.get("/ui/messages?status=bogus")
+    assert bad.status_code == 422 and "status must be one of live, archived" in bad.text
+
+
+def test_the_recall_box_makes_the_apis_call_and_says_why(console: Console) -> None:
+    c = console.client()
+    login(c, READER)
+    api = c.get(
+        "/v1/recall",
+        params={"q": "deploy reviewers", "team": "platform", "k": 3, "format": "prompt"},
+        headers={"Authorization": f"Bearer {READER}"},
+    ).json()
+    page = c.get("/ui/recall", params={"q": "deploy reviewers", "team": "platform", "k": 3}).text
+    shown = re.findall(r'class="card recall-item kind-(\w+)" data-rank="(\d+)" data-id="([^"]+)"', page)
+    assert [(kind, rank, i) for kind, rank, i in shown] == [
+        (it["kind"], str(n), it["id"]) for n, it in enumerate(api["items"], 1)
+    ]
+    assert len(shown) == 3 and "to the question" in page
+    whys = re.findall(r'<ul class="why">(.*?)</ul>', page, re.S)
+    assert len(whys) == 3 and all(re.search(r"similarity \d\.\d\d to the question", w) for w in whys)
+    block = re.search(r'<pre class="prompt" id="recall-prompt">(.*?)</pre>', page, re.S)
+    assert block is not None and html_unescape(block.group(1)) == api["prompt"]
+    too_many = c.get("/ui/recall", params={"q": "x", "k": 99})
+    assert too_many.status_code == 422 and "k must be a whole number from 1 to 50" in too_many.text
+
+
+def test_times_are_shown_in_the_schedule_zone_with_its_marker(console: Console) -> None:
+    c = console.client()
+    login(c, ADMIN)
+    status = c.get("/ui/status").text
+    assert "times in Europe/Amsterdam" in status
+    st = console.worker.status(None)
+    nxt = datetime.fromisoformat(st["next_night"]).astimezone(ZoneInfo("Europe/Amsterdam"))
+    assert f"{nxt:%Y-%m-%d %H:%M} CET</time>" in status  # not the UTC figure, and marked
+    queue = c.get("/ui/contradictions").text
+    assert f"{NOW:%Y-%m-%d %H:%M} CET" in queue  # opened at NOW (09:00+01:00), not 08:00 UTC
+
+
+def test_why_an_item_is_recalled_reads_its_own_fields() -> None:
+    from taskzilla_sleep.console.routes import why
+    from taskzilla_sleep.recall import RecallItem
+    from taskzilla_sleep.recall.item import ContradictionRef
+
+    fact = RecallItem(kind="fact", id="f1", team="t", text="x", similarity=0.4, provenance="pinned", pinned_by="ann")
+    assert why(fact)[:2] == ["a pinned fact: facts come first (pinned by ann)", "similarity 0.40 to the question"]
+    side = RecallItem(
+        kind="pattern",
+        id="p1",
+        team="t",
+        text="y",
+        similarity=None,
+        confidence=0.5,
+        evidence_count=1,
+        provenance="distilled",
+        contradiction=ContradictionRef(id="con-9", kind=ContradictionKind.DISAGREEMENT),
+    )
+    assert why(side) == [
+        "no match of the question itself: shown beside a hit (the other side of its contradiction, or the belief "
+        "it replaced)",
+        "a belief of confidence 0.50",
+        "1 supporting message",
+        "contested: contradiction con-9 is open",
+    ]
+    old = RecallItem(
+        kind="episode", id="e1", team="t", text="z", similarity=0.71, provenance="ai-draft", draft=True, duplicates=3
+    )
+    assert why(old) == [
+        "similarity 0.71 to the question",
+        "the bot's own draft: asked for with include=drafts",
+        "said 3 times (collapsed into one)",
+    ]

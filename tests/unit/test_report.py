@@ -594,3 +594,30 @@ def test_grafana_dashboard_and_prometheus_config_match_the_metric_names() -> Non
     assert provider["providers"][0]["type"] == "file"
     source = yaml.safe_load((ops / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text())
     assert source["datasources"][0]["type"] == "prometheus" and source["datasources"][0]["isDefault"] is True
+
+
+def test_the_charts_run_left_to_right_in_clock_time_whatever_order_the_runs_started(tmp_path: Path) -> None:
+    """A backfill (run-once --now, a catch-up) of earlier nights started after the later ones: the
+    ledger holds them by start, the charts' axis is the nights' clock, oldest on the left."""
+    runs = [make_run(day, patterns=10 + day) for day in (3, 4, 5)]
+    late = [
+        r.model_copy(update={"started_at": T0 + timedelta(days=9, hours=i)})
+        for i, r in enumerate(make_run(d) for d in (0, 1, 2))
+    ]
+    late = [
+        r.model_copy(update={"sizes_after": {**r.sizes_after, "patterns_live": 10 + i}}) for i, r in enumerate(late)
+    ]
+    page = write_html(sample_report(tmp_path, [*runs, *late]), tmp_path / "r.html").read_text("utf-8")
+    first = well_formed(page).find(".//{*}svg")
+    assert first is not None
+    dates = [
+        t.text for t in first.iter("{http://www.w3.org/2000/svg}text") if t.text and re.fullmatch(r"\d\d-\d\d", t.text)
+    ]
+    xs = [float(t.get("x", "0")) for t in first.iter("{http://www.w3.org/2000/svg}text") if t.text in dates]
+    assert dates == ["11-28", "11-29", "11-30", "12-01", "12-02", "12-03"] and xs == sorted(xs)
+    # The live-patterns line climbs left to right (10 … 15): values move with their labels.
+    line = [
+        p for p in first.iter("{http://www.w3.org/2000/svg}circle") if "live patterns" in (p.findtext("{*}title") or "")
+    ]
+    values = [int((c.findtext("{*}title") or "").rsplit(": ", 1)[1]) for c in line]
+    assert values == [10, 11, 12, 13, 14, 15]
