@@ -324,6 +324,7 @@ def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.recall import recall, render_prompt
+    from taskzilla_sleep.service import require_known_team
 
     if args.k < 1:
         raise UsageError("-k must be at least 1")
@@ -343,6 +344,9 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             include_superseded=args.include_superseded,
             min_similarity=settings.recall.min_similarity,
         )
+        if not items:  # a team that has no data at all is a typo, not "nothing known"
+            for team in args.team or ():
+                require_known_team(s.graph, team, s.graph.teams())
     text = "\n".join(i.render() for i in items) or "(nothing recalled)"
     if args.format == "prompt" and not args.json:
         text = render_prompt(items, args.budget)

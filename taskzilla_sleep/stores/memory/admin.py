@@ -35,6 +35,12 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
             names = {e.team for e in self.episode_nodes.values()} | {p.team for p in self.pattern_nodes.values()}
         return sorted(t for t in names if _TEAM.match(t))
 
+    def has_team(self, team: str) -> bool:
+        with self._lock:
+            return any(e.team == team for e in self.episode_nodes.values()) or any(
+                p.team == team for p in self.pattern_nodes.values()
+            )
+
     def counts(self, team: str | None = None) -> GraphCounts:
         with self._lock:
             mine = (lambda t: True) if team is None else (lambda t: t == team)
