@@ -194,7 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli_memory.record_by(args)
     secrets = Secrets.from_env(os.environ)
     try:
-        level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or "warning"
+        # The demo prints what its night did (the contradiction too): a warning log line above it is
+        # noise there, unless asked for.
+        quiet = "error" if args.command == "demo" else "warning"
+        level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or quiet
         if level.lower() not in LOG_LEVELS:
             raise ConfigError(f"config error: TASKZILLA_LOG_LEVEL = {level!r}: must be one of {', '.join(LOG_LEVELS)}")
         configure_logging(level=level.lower(), secrets=secrets.values())
