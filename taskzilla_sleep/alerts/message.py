@@ -275,7 +275,7 @@ def what_recall_uses(c: Contradiction, beliefs: Sequence[Pattern]) -> str:
 
 def format_resolution(
     c: Contradiction,
-    beliefs: Sequence[Pattern] = (),
+    beliefs: Sequence[Pattern],
     reply_to: str | None = None,
     console_url: str | None = None,
 ) -> AlertMessage:
@@ -285,7 +285,7 @@ def format_resolution(
     line = resolution_line(c)
     by_id = {p.id: p for p in beliefs}
     old, new = by_id.get(c.old_pattern_id), by_id.get(c.new_pattern_id)
-    body = what_recall_uses(c, beliefs) if beliefs else f"Contradiction {c.id} is closed."
+    body = what_recall_uses(c, beliefs)
     return AlertMessage(
         kind="resolution",
         id=c.id,
