@@ -150,11 +150,12 @@ def build_graph(settings: Settings, secrets: Secrets) -> GraphStore:
     return open_graph(settings.graph, password, where)
 
 
-def build_vectors(settings: Settings, embedder: Embedder) -> VectorStore:
+def build_vectors(settings: Settings, embedder: Embedder, secrets: Secrets | None = None) -> VectorStore:
     from taskzilla_sleep.stores.backends import open_vectors
 
     where = _store_dir(settings, "chroma") if settings.vector.backend == "chroma-embedded" else settings.data_dir
-    return open_vectors(settings.vector, embedder, where)
+    token = secrets.chroma_token.get_secret_value() if secrets and secrets.chroma_token else None
+    return open_vectors(settings.vector, embedder, where, token)
 
 
 def build(settings: Settings, secrets: Secrets | None = None, ensure_schema: bool = True) -> Services:
@@ -167,7 +168,7 @@ def build(settings: Settings, secrets: Secrets | None = None, ensure_schema: boo
     embedder = build_embedder(settings)
     graph = build_graph(settings, secrets)
     try:
-        vectors = build_vectors(settings, embedder)
+        vectors = build_vectors(settings, embedder, secrets)
     except BaseException:
         graph.close()
         raise

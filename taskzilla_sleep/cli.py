@@ -201,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cli_memory.record_by(args)
     secrets = Secrets.from_env(os.environ)
     try:
-        level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or "warning"
+        # The demo prints what its night did (the contradiction too): a warning log line above it is
+        # noise there, unless asked for.
+        quiet = "error" if args.command == "demo" else "warning"
+        level = args.log_level or os.environ.get("TASKZILLA_LOG_LEVEL") or quiet
         if level.lower() not in LOG_LEVELS:
             raise ConfigError(f"config error: TASKZILLA_LOG_LEVEL = {level!r}: must be one of {', '.join(LOG_LEVELS)}")
         configure_logging(level=level.lower(), secrets=secrets.values())
@@ -332,6 +335,7 @@ def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator
 def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.recall import recall, render_prompt
+    from taskzilla_sleep.service import require_known_team
 
     if args.k < 1:
         raise UsageError("-k must be at least 1")
@@ -351,6 +355,9 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             include_superseded=args.include_superseded,
             min_similarity=settings.recall.min_similarity,
         )
+        if not items:  # a team that has no data at all is a typo, not "nothing known"
+            for team in args.team or ():
+                require_known_team(s.graph, team, s.graph.teams())
     text = "\n".join(i.render() for i in items) or "(nothing recalled)"
     if args.format == "prompt" and not args.json:
         text = render_prompt(items, args.budget)

@@ -195,6 +195,7 @@ def admin_lease(graph: Any, settings: Settings) -> Iterator[None]:
 def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.memory_admin import list_patterns, show_pattern
+    from taskzilla_sleep.service import require_known_team
 
     if args.patterns_command == "release":
         return _release(args, settings, secrets)
@@ -202,6 +203,8 @@ def cmd_patterns(args: argparse.Namespace, settings: Settings, secrets: Secrets)
         if args.patterns_command == "list":
             status = PatternStatus(args.status) if args.status else None
             found = list_patterns(s.graph, args.team, status, args.limit, args.offset)
+            if not found and args.offset == 0:  # a team that has no data at all: a typo, not "no beliefs"
+                require_known_team(s.graph, args.team, s.graph.teams())
             lines = [
                 f"{p.id} [{p.status.value}{', pinned' if p.pinned else ''}] {p.confidence:.2f} "
                 f"({p.support_count} episodes) {p.statement}"

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taskzilla_sleep.ingest import episode_lines
 from taskzilla_sleep.settings import Secrets, Settings
+
+if TYPE_CHECKING:
+    from taskzilla_sleep.status import StatusReport
 
 SAMPLE = "data/sample_week.jsonl"
 DEMO_NIGHT = "2026-11-28T03:05:00+01:00"  # the Saturday night after the bundled week
@@ -54,6 +57,27 @@ GONE = "<temporary folder, removed>"
 def _without(folder: str, text: str) -> str:
     """``text`` with every path inside ``folder`` (the demo's temporary folder) replaced by GONE."""
     return re.sub(re.escape(folder) + r"(?:/[^\s\"',)]*|(?![\w-]))", GONE, text)
+
+
+def stores_summary(status: StatusReport, pinned: int) -> list[str]:
+    """The stores after the demo night in two lines: each store's health, then the memory's sizes with
+    one count of beliefs (distilled tonight and the pinned facts; `status` shows the full report)."""
+    lines = []
+    for h in (status.graph, status.vectors):
+        state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
+        lines.append(f"{h.role + ':':8} {h.backend} ({h.where}) {state}")
+    c = status.graph_counts
+    if c is not None:
+        patterns = sum(c.patterns.values())
+        by_status = ", ".join(f"{k} {n}" for k, n in sorted(c.patterns.items()))
+        episodes = ", ".join(f"{k} {n}" for k, n in sorted(c.episodes.items()))
+        open_ = c.contradictions.get("open", 0)
+        lines.append(
+            f"memory:  {sum(c.episodes.values())} episodes ({episodes}); {patterns} patterns "
+            f"({patterns - pinned} distilled + {pinned} pinned fact; {by_status}); "
+            f"{open_} open contradiction{'' if open_ == 1 else 's'}"
+        )
+    return lines
 
 
 def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult:
@@ -99,7 +123,7 @@ def run_demo(settings: Settings, secrets: Secrets, keep_dir: bool) -> DemoResult
                 f"memory index the bot loads: {index if tmp is None else 'MEMORY.md in ' + GONE}",
                 *(f"  {line}" for line in index.read_text("utf-8").splitlines() if line.startswith("- ")),
                 "",
-                status.render(),
+                *stores_summary(status, pinned=1),
             ]
         )
         data = (

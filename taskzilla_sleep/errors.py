@@ -37,6 +37,13 @@ class NotFound(InputError):
     """What a request names does not exist (a contradiction id, a fact id). API: 404."""
 
 
+class UnknownTeam(NotFound):
+    """A read names a team that has no data at all and is configured nowhere (a typo, most likely):
+    not "nothing known". API: 404 with the code ``unknown_team``."""
+
+    code = "unknown_team"
+
+
 class Conflict(InputError):
     """The request contradicts the current state (an already resolved contradiction with another
     decision, a pinned fact that cannot be superseded). API: 409."""

@@ -6,6 +6,7 @@ stream). Person-facing decisions record the caller's token name as ``by``.
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -20,7 +21,7 @@ from taskzilla_sleep import facts as fact_book
 from taskzilla_sleep import resolving
 from taskzilla_sleep.access import Access
 from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter, list_alerts, requeue_alerts
-from taskzilla_sleep.errors import BadRequest, NotFound
+from taskzilla_sleep.errors import BadRequest, NotFound, UnknownTeam
 from taskzilla_sleep.ingest import Ingestor, IngestReport
 from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.memory_admin import (
@@ -151,6 +152,14 @@ class MemoryService:
         access.require("read", team)
         return team
 
+    def _known(self, access: Access, team: str) -> None:
+        """An empty read of a team with no data at all that nothing configures: UnknownTeam, naming the
+        nearest team among those this caller sees (never another's)."""
+        configured = {self.settings.api.default_team, *(access.teams or ())}
+        configured |= {t for ch in self.settings.alerts.channels.values() for t in ch.teams}
+        if team not in configured:
+            require_known_team(self.graph, team, self.teams(access))
+
     # -- reads ------------------------------------------------------------------------------------
     def recall(
         self,
@@ -166,7 +175,7 @@ class MemoryService:
         scope = self.team(access, team)
         timer = self.instruments.recall_duration.time() if self.instruments is not None else nullcontext()
         with timer:
-            return recall(
+            found = recall(
                 self.graph,
                 self.vectors,
                 query,
@@ -178,25 +187,39 @@ class MemoryService:
                 include_superseded=include_superseded,
                 min_similarity=self.settings.recall.min_similarity,
             )
+        if not found:
+            self._known(access, scope)
+        return found
 
     def patterns(
         self, access: Access, team: str | None, status: PatternStatus | None, limit: int, offset: int
     ) -> list[PatternSummary]:
-        return list_patterns(self.graph, self.team(access, team), status, limit, offset)
+        scope = self.team(access, team)
+        found = list_patterns(self.graph, scope, status, limit, offset)
+        if not found and offset == 0:
+            self._known(access, scope)
+        return found
 
     def pattern(self, access: Access, team: str | None, pattern_id: str) -> PatternDetail:
         return show_pattern(self.graph, self.team(access, team), pattern_id)
 
     def contradictions(self, access: Access, team: str | None, status: str = "open") -> list[ContradictionView]:
         scope = self.team(access, team)
-        return self._views(self.graph.contradictions(scope, status))
+        found = self._views(self.graph.contradictions(scope, status))
+        if not found:
+            self._known(access, scope)
+        return found
 
     def contradiction(self, access: Access, cid: str) -> ContradictionView:
         c = self._visible_contradiction(access, cid)
         return self._views([c])[0]
 
     def facts(self, access: Access, team: str | None) -> list[Pattern]:
-        return fact_book.list_facts(self.graph, self.team(access, team))
+        scope = self.team(access, team)
+        found = fact_book.list_facts(self.graph, scope)
+        if not found:
+            self._known(access, scope)
+        return found
 
     def alerts(self, access: Access, status: StatusFilter | None, team: str | None) -> list[AlertView]:
         """The chat alerts of the caller's teams (admin): failed ones stay listed until requeued."""
@@ -426,3 +449,13 @@ class MemoryService:
             ContradictionView(contradiction=c, old=beliefs.get(c.old_pattern_id), new=beliefs.get(c.new_pattern_id))
             for c in found
         ]
+
+
+def require_known_team(graph: GraphStore, team: str, visible: Sequence[str]) -> None:
+    """UnknownTeam unless ``team`` has an episode or a belief; the message suggests the nearest of
+    ``visible`` (the teams the caller may see: a name it may not see is never shown)."""
+    if graph.has_team(team):
+        return
+    near = difflib.get_close_matches(team, [t for t in visible if t != team], n=1, cutoff=0.6)
+    hint = f" — did you mean {near[0]!r}?" if near else ""
+    raise UnknownTeam(f"team {team!r} has no data at all (nothing was ever ingested for it): check the name{hint}")

@@ -154,7 +154,7 @@ def collect_status(
         except StoreError as exc:
             gh.error = str(exc)
         try:
-            vectors = vectors or build_vectors(settings, build_embedder(settings))
+            vectors = vectors or build_vectors(settings, build_embedder(settings), secrets)
             vectors.ping()
             report.vector_counts = {
                 team: {"episodes": kinds.get("episodes", 0), "patterns": kinds.get("patterns", 0)}
@@ -201,5 +201,6 @@ def _graph_where(s: Settings) -> str:
 
 def _vector_where(s: Settings) -> str:
     if s.vector.backend == "chroma-server":
-        return f"http://{s.vector.host}:{s.vector.port}"
+        v = s.vector
+        return f"{'https' if v.ssl else 'http'}://{v.host}:{v.port} (tenant {v.tenant}, database {v.database})"
     return str(s.data_dir / "chroma")

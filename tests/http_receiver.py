@@ -57,6 +57,9 @@ class Receiver:
             def do_POST(self) -> None:
                 receiver._handle(self)
 
+            def do_GET(self) -> None:  # a client's probe (e.g. a heartbeat) is recorded the same way
+                receiver._handle(self)
+
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 pass
 
@@ -99,7 +102,7 @@ class Receiver:
         body = h.rfile.read(length) if length else b""
         with self._lock:
             behaviour = self.script.pop(0) if self.script else self.default
-            self.requests.append(Received("POST", h.path, dict(h.headers.items()), body, behaviour))
+            self.requests.append(Received(h.command, h.path, dict(h.headers.items()), body, behaviour))
         if behaviour == "hang":
             self._release.wait(HANG_MAX_S)
             h.close_connection = True

@@ -20,6 +20,10 @@ LABELS: dict[Keep, str] = {"new": "Keep new", "old": "Keep old", "both": "Keep b
 SLACK_KEEP_PREFIX = "tz_keep_"  # action_id tz_keep_new / tz_keep_old / tz_keep_both
 SLACK_CONSOLE_ACTION = "tz_open_console"  # a link button: Slack reports the click, nothing to do
 SLACK_ACTIONS_BLOCK = "tz_resolve"
+# Blocks that only matter until a person decides (dropped when the alert is updated in place):
+# how to decide (its commands; ``tz_how``, ``tz_how_1`` … when split) and who may decide.
+SLACK_HOW_BLOCK = "tz_how"
+SLACK_DECIDERS_BLOCK = "tz_deciders"
 TELEGRAM_PREFIX = "tz"
 TELEGRAM_CALLBACK_MAX = 64  # bytes (Bot API InlineKeyboardButton.callback_data)
 DIGEST_MARK = "#"

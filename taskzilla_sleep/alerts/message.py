@@ -16,12 +16,13 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict
 
 from taskzilla_sleep.contradictions import KEEP_CHOICES, resolve_command
-from taskzilla_sleep.models import Contradiction, ContradictionKind, Episode, Pattern
+from taskzilla_sleep.models import PATTERN_LIVE, Contradiction, ContradictionKind, Episode, Pattern, PatternStatus
 from taskzilla_sleep.stores.ports import AlertKind, AlertRecord
 from taskzilla_sleep.text import one_line
 
 EXAMPLES_PER_BELIEF = 2
 EXAMPLE_CHARS = 160
+HOW_HEADINGS = ("*How to confirm*", "*How to resolve*")  # as Slack shows them (mrkdwn bold)
 
 
 class _Frozen(BaseModel):
@@ -75,6 +76,7 @@ class Section(_Frozen):
     body: str = ""
     code: tuple[str, ...] = ()  # commands, shown verbatim (monospace where the channel has it)
     essential: bool = False  # never trimmed to fit a channel's limit (who/what and how to resolve)
+    how: bool = False  # how to decide: stale once a person decided (dropped when Slack updates the alert)
 
 
 class AlertMessage(_Frozen):
@@ -157,7 +159,7 @@ def resolve_instructions(contradiction_id: str) -> Resolve:
         options={
             "new": "the new belief holds; the old one is superseded (archived with who, when and why)",
             "old": "the old belief holds; the new one is superseded",
-            "both": "both hold (e.g. in different contexts); both become active again",
+            "both": "both hold (e.g. in different contexts); both stay in use (active or tentative, by evidence)",
         },
     )
 
@@ -193,10 +195,11 @@ def format_contradiction(
             f"(Update {c.id}, opened {_minute(c.opened_at, tz)}.)"
         )
         resolve = Section(
-            heading="How to confirm",
+            heading=HOW_HEADINGS[0].strip("*"),
             body=f"If the change is real, confirm it with one command:\n{confirm}\nOtherwise:\n{choices}",
             code=(confirm, how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
             essential=True,
+            how=True,
         )
     else:
         title = f"Contradiction in {c.team}: people disagree"
@@ -206,10 +209,11 @@ def format_contradiction(
             "until a person decides."
         )
         resolve = Section(
-            heading="How to resolve",
+            heading=HOW_HEADINGS[1].strip("*"),
             body=f"Decide which belief holds:\n{choices}\nThen run one of:",
             code=(how.cli, f"{how.http.method} {how.http.path} {json.dumps(how.http.body)}"),
             essential=True,
+            how=True,
         )
     if c.reason.strip():
         why = "Why it looks like a change" if c.kind is ContradictionKind.UPDATE else "Why they conflict"
@@ -246,18 +250,52 @@ def resolution_line(c: Contradiction) -> str:
     return f"resolved by {c.resolved_by or 'someone'}: {what}" + (f" ({one_line(c.note, 200)})" if c.note else "")
 
 
-def format_resolution(c: Contradiction, reply_to: str | None = None, console_url: str | None = None) -> AlertMessage:
+def _held(p: Pattern) -> str:
+    return f"\u201c{one_line(p.statement, 200)}\u201d ({p.status.value})"
+
+
+def what_recall_uses(c: Contradiction, beliefs: Sequence[Pattern]) -> str:
+    """After a decision, what the bot now uses: the statement(s) recall returns, and the one it no
+    longer returns (``beliefs``: the contradiction's two beliefs as stored after the decision)."""
+    by_id = {p.id: p for p in beliefs}
+    sides = [by_id[i] for i in (c.old_pattern_id, c.new_pattern_id) if i in by_id]
+    used = [p for p in sides if p.status in PATTERN_LIVE and p.superseded_by is None]
+    gone = [p for p in sides if p not in used]
+    if not used:
+        lines = ["Recall returns neither belief now."]
+    elif len(used) == 1:
+        lines = [f"The bot now uses: {_held(used[0])}."]
+    else:
+        lines = [f"The bot now uses both: {_held(used[0])} and {_held(used[1])}."]
+    if any(p.status is PatternStatus.TENTATIVE for p in used):
+        lines.append("A tentative belief is returned, ranked below active ones, until more evidence lifts it.")
+    lines += [f"No longer used: {_held(p)}." for p in gone]
+    return "\n".join(lines)
+
+
+def format_resolution(
+    c: Contradiction,
+    beliefs: Sequence[Pattern],
+    reply_to: str | None = None,
+    console_url: str | None = None,
+) -> AlertMessage:
     """The answer to a delivered contradiction alert once a person resolved it (any way: chat,
-    console, command line, API)."""
+    console, command line, API): who decided what (the title), and what the bot now uses (the body,
+    from ``beliefs``: the two beliefs as stored after the decision)."""
     line = resolution_line(c)
+    by_id = {p.id: p for p in beliefs}
+    old, new = by_id.get(c.old_pattern_id), by_id.get(c.new_pattern_id)
+    body = what_recall_uses(c, beliefs)
     return AlertMessage(
         kind="resolution",
         id=c.id,
         team=c.team,
         title=f"Contradiction {c.id} in {c.team} {line}",
-        sections=(Section(body=f"Contradiction {c.id} {line}.", essential=True),),
+        sections=(Section(body=body, essential=True),),
         contradiction_kind=c.kind.value,
         opened_at=c.opened_at,
+        old=_belief(old, ()) if old else None,
+        new=_belief(new, ()) if new else None,
         console_url=console_url,
         resolution=c.resolution,
         resolved_by=c.resolved_by,

@@ -142,6 +142,7 @@ class Outbox:
         with self._store() as g:
             # An alert an undo withdrew belongs to an earlier life of the contradiction: not answered.
             mine = [a for a in g.alerts() if a.contradiction_id == c.id and not withdrawn(a)]
+            beliefs = g.patterns_by_id([c.old_pattern_id, c.new_pattern_id])  # as the decision left them
         item = f"{c.id}.resolution"
         have = {a.key for a in mine if a.kind == "resolution"}
         sent = [a for a in mine if a.kind == "contradiction" and a.status == "delivered"]
@@ -151,7 +152,7 @@ class Outbox:
                 link = Alert.of(a).message.console_url
             except ValueError:  # a payload this version cannot read: answer without the link
                 link = None
-            payload = format_resolution(c, reply_to=a.message_ref, console_url=link).model_dump_json()
+            payload = format_resolution(c, beliefs, reply_to=a.message_ref, console_url=link).model_dump_json()
             records.append(_new_alert(item, a.channel, a.channel_kind, "resolution", c.team, payload, now, c.id))
         if records:
             with self._store() as g:

@@ -17,6 +17,8 @@ from taskzilla_sleep.alerts.actions import (
     LABELS,
     SLACK_ACTIONS_BLOCK,
     SLACK_CONSOLE_ACTION,
+    SLACK_DECIDERS_BLOCK,
+    SLACK_HOW_BLOCK,
     SLACK_KEEP_PREFIX,
     telegram_callback,
 )
@@ -223,15 +225,19 @@ def slack_payload(msg: AlertMessage, buttons: bool = False, deciders: Sequence[s
         }
     ]
     for s in msg.sections:
-        for piece in _slack_pieces(s):
+        for n, piece in enumerate(_slack_pieces(s)):
             _, text, _ok = _fit([piece], _slack_mrkdwn, SLACK_SECTION_MAX, force=True)
-            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_SECTION_MAX]}})
+            block: Json = {"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_SECTION_MAX]}}
+            if s.how:  # found again by its id when the alert is updated after the decision
+                block["block_id"] = SLACK_HOW_BLOCK + (f"_{n}" if n else "")
+            blocks.append(block)
     actions = slack_actions(msg) if buttons else None
     room = SLACK_MAX_BLOCKS - (2 if actions else 0)
     if len(blocks) > room:
         blocks = blocks[: room - 1] + [{"type": "context", "elements": [{"type": "mrkdwn", "text": "(truncated)"}]}]
     if actions:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _slack_deciders(deciders)}]})
+        who = [{"type": "mrkdwn", "text": _slack_deciders(deciders)}]
+        blocks.append({"type": "context", "block_id": SLACK_DECIDERS_BLOCK, "elements": who})
         blocks.append(actions)
     fallback = f"{msg.title} ({msg.id})" if msg.kind == "contradiction" else msg.title
     return {"text": _slack_escape(one_line(fallback, SLACK_SECTION_MAX)), "blocks": blocks}
@@ -255,7 +261,7 @@ def webhook_payload(msg: AlertMessage, idempotency_key: str) -> Json:
         body |= {k: data[k] for k in ("reason", "opened_at", "old", "new", "resolve")}
     elif msg.kind == "resolution":
         body |= {"contradiction_id": msg.id} | {
-            k: data[k] for k in ("resolution", "resolved_by", "resolved_at", "note", "reply_to")
+            k: data[k] for k in ("resolution", "resolved_by", "resolved_at", "note", "reply_to", "old", "new")
         }
     if msg.console_url:
         body["console_url"] = msg.console_url

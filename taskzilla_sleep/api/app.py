@@ -59,6 +59,7 @@ from taskzilla_sleep.throttle import client_of
 T = TypeVar("T")
 Team = Annotated[str | None, Query(pattern=TEAM_RE, description="the team (default: api.default_team)")]
 READ = responses(400, 401, 403, 422, 429, 503)
+READ_TEAM = responses(400, 401, 403, 404, 422, 429, 503)  # 404 unknown_team: a team with no data at all
 JSONL: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}}, "description": "one JSON object a line"}
 }
@@ -176,7 +177,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
             skipped_by_connector=report.skipped_by_connector,
         )
 
-    @v1.get("/recall", operation_id="recall", response_model=RecallResult, responses=READ)
+    @v1.get("/recall", operation_id="recall", response_model=RecallResult, responses=READ_TEAM)
     def recall(
         who: Caller,
         q: Annotated[str, Query(min_length=1, max_length=2000, description="the question")],
@@ -209,7 +210,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         prompt = render_prompt(items, budget) if format == "prompt" else None
         return RecallResult(team=scope, items=items, prompt=prompt)
 
-    @v1.get("/patterns", operation_id="listPatterns", response_model=list[PatternSummary], responses=READ)
+    @v1.get("/patterns", operation_id="listPatterns", response_model=list[PatternSummary], responses=READ_TEAM)
     def list_patterns(
         who: Caller,
         team: Team = None,
@@ -234,7 +235,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         "/contradictions",
         operation_id="listContradictions",
         response_model=list[ContradictionView],
-        responses=READ,
+        responses=READ_TEAM,
     )
     def list_contradictions(
         who: Caller, team: Team = None, status: Literal["open", "resolved"] = "open"
@@ -262,7 +263,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         """Keep the new belief, the old one, or both; recorded as decided by the token's name."""
         return service.resolve(who, contradiction_id, body.keep, body.note)
 
-    @v1.get("/facts", operation_id="listFacts", response_model=list[Pattern], responses=READ)
+    @v1.get("/facts", operation_id="listFacts", response_model=list[Pattern], responses=READ_TEAM)
     def list_facts(who: Caller, team: Team = None) -> list[Pattern]:
         return service.facts(who, team)
 

@@ -47,7 +47,7 @@ DESCRIPTIONS: dict[int, str] = {
     400: "The request is malformed or names no team (and the deployment has no default team).",
     401: "No bearer token, or one that matches no configured token.",
     403: "The token's role or teams do not allow this.",
-    404: "The id names nothing this token can see.",
+    404: "The id names nothing this token can see; `unknown_team`: the team has no data at all (a typo?).",
     409: "The current state refuses the request (e.g. already resolved another way).",
     413: "The body is larger than api.max_body_bytes.",
     422: "A field is invalid; details say which (for episodes: item index, field and reason). Nothing was written.",
@@ -76,9 +76,14 @@ class ErrorResponse(BaseModel):
 
 
 def error(
-    status: int, message: str, details: Sequence[ItemError] | None = None, headers: Mapping[str, str] | None = None
+    status: int,
+    message: str,
+    details: Sequence[ItemError] | None = None,
+    headers: Mapping[str, str] | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
-    body = ErrorResponse(error=ErrorBody(code=CODES.get(status, "error"), message=message, details=details))
+    """The error body; ``code`` is the status's own unless the error names a finer one (``unknown_team``)."""
+    body = ErrorResponse(error=ErrorBody(code=code or CODES.get(status, "error"), message=message, details=details))
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=dict(headers or {}))
 
 
@@ -132,7 +137,7 @@ def install(app: FastAPI) -> None:
             return error(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
         if status >= 500:
             log.warning("api_error", error=str(exc)[:300], kind=type(exc).__name__)
-        return error(status, str(exc)[:2000])
+        return error(status, str(exc)[:2000], code=getattr(exc, "code", None))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -23,8 +23,8 @@ import httpx
 import structlog
 
 from taskzilla_sleep.access import Access
-from taskzilla_sleep.alerts.actions import Click, parse_telegram_callback
-from taskzilla_sleep.alerts.message import resolution_line
+from taskzilla_sleep.alerts.actions import SLACK_DECIDERS_BLOCK, SLACK_HOW_BLOCK, Click, parse_telegram_callback
+from taskzilla_sleep.alerts.message import HOW_HEADINGS, resolution_line, what_recall_uses
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.alerts.senders import TelegramSender, build_sender, env_secret
 from taskzilla_sleep.chatops.slack import Interaction, SignatureCheck, parse_interaction
@@ -214,8 +214,10 @@ class ChatOps:
             body: dict[str, Any] = {"response_type": "ephemeral", "replace_original": False, "text": refused}
         elif done is not None:
             line = resolution_line(done)
-            kept = [b for b in act.blocks if not (isinstance(b, dict) and b.get("type") == "actions")]
-            note = {"type": "section", "text": {"type": "mrkdwn", "text": f":white_check_mark: {_esc(line)}"}}
+            kept = [b for b in act.blocks if not _until_decided(b)]
+            uses = what_recall_uses(done, self.service.graph.patterns_by_id([done.old_pattern_id, done.new_pattern_id]))
+            text = f":white_check_mark: {_esc(line)}\n{_esc(uses)}"
+            note = {"type": "section", "text": {"type": "mrkdwn", "text": text}}
             body = {"replace_original": True, "text": f"Contradiction {done.id} {line}", "blocks": [*kept, note]}
         else:
             return
@@ -251,6 +253,21 @@ def _obj(d: Any, key: str) -> dict[str, Any]:
     """``d[key]`` when both are JSON objects, else an empty one (a Telegram Update is read defensively)."""
     v = d.get(key) if isinstance(d, dict) else None
     return v if isinstance(v, dict) else {}
+
+
+def _until_decided(block: Any) -> bool:
+    """A block of the alert that is stale once a person decided: the buttons, who may decide, and how
+    to decide (found by block id; by heading in an alert posted before the blocks had ids)."""
+    if not isinstance(block, dict):
+        return False
+    bid = str(block.get("block_id") or "")
+    text = _obj(block, "text").get("text")
+    return (
+        block.get("type") == "actions"
+        or bid in (SLACK_DECIDERS_BLOCK, SLACK_HOW_BLOCK)
+        or bid.startswith(SLACK_HOW_BLOCK + "_")
+        or (isinstance(text, str) and text.startswith(HOW_HEADINGS))
+    )
 
 
 def _esc(text: str) -> str:

@@ -10,9 +10,10 @@ refused before anything runs, so they write nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -66,7 +67,7 @@ def _as_tool_errors() -> Iterator[None]:
     except Busy as exc:
         raise ToolError(f"busy: {exc} (retry after {exc.retry_after_s} s)") from exc
     except TaskzillaError as exc:
-        code = CODES.get(status_of(exc), "error")
+        code = getattr(exc, "code", None) or CODES.get(status_of(exc), "error")
         raise ToolError(f"{code}: {str(exc)[:2000]}") from exc
 
 
@@ -88,13 +89,31 @@ class TaskzillaMCP(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call, its error text starting with the API's code (``not_found: …``), not with the
+        SDK's "Error executing tool NAME: " (the model reads the code first, as a client of /v1 does)."""
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK logs it and tells the model nothing of it
         except ToolError as exc:
-            # Arguments that fail the tool's schema: one readable line instead of pydantic's dump.
-            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
-                raise ToolError(f"Error executing tool {name}: {_invalid(exc.__cause__)}") from exc.__cause__
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):  # arguments that fail the tool's schema: one readable line
+                raise ToolError(_invalid(cause)) from cause
+            if isinstance(cause, ToolError):  # ours, already "code: message"
+                raise ToolError(str(cause)) from cause
             raise
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _tool(server: MCPServer[Any], annotations: ToolAnnotations) -> Callable[[F], F]:
+    """``server.tool`` with the docstring as the description, its source indentation removed."""
+
+    def register(fn: F) -> F:
+        return server.tool(annotations=annotations, description=inspect.cleandoc(fn.__doc__ or ""))(fn)
+
+    return register
 
 
 def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any]:
@@ -116,7 +135,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
 
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @server.tool(annotations=reads)
+    @_tool(server, reads)
     def recall(
         ctx: Context[Any, Any],
         query: Annotated[StorableStr, Field(min_length=1, max_length=2000, description="The question, in words.")],
@@ -156,7 +175,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
         prompt = render_prompt(items, budget) if format == "prompt" else None
         return RecallResult(team=scope, items=items, prompt=prompt)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    @_tool(server, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
     async def remember(
         ctx: Context[Any, Any],
         episodes: Annotated[
@@ -182,7 +201,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
             skipped_by_connector=report.skipped_by_connector,
         )
 
-    @server.tool(annotations=reads)
+    @_tool(server, reads)
     def list_contradictions(
         ctx: Context[Any, Any],
         team: Team = None,
@@ -196,7 +215,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
             scope = service.team(who, team)
             return Contradictions(team=scope, contradictions=service.contradictions(who, scope, status))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @_tool(server, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
     def resolve_contradiction(
         ctx: Context[Any, Any],
         id: Annotated[Id, Field(description="The contradiction's id (con_...), from list_contradictions or recall.")],
@@ -213,7 +232,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
         with _as_tool_errors():
             return service.resolve(caller(ctx), id, keep, note)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    @_tool(server, ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def pin_fact(
         ctx: Context[Any, Any],
         text: Annotated[StorableStr, Field(min_length=1, max_length=300, description="The fact, one sentence.")],
@@ -227,7 +246,7 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
         with _as_tool_errors():
             return service.pin(caller(ctx), team, text, entity)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
+    @_tool(server, ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
     def forget(
         ctx: Context[Any, Any],
         reason: Annotated[

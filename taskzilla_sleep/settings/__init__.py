@@ -7,8 +7,10 @@ settings that get printed or logged.
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+import typing
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -257,13 +259,65 @@ def load_settings(
     origin = (
         origins.get(key) or (below[0] if below else None) or (str(config_file) if config_file else "packaged default")
     )
+    if err.get("type") == "extra_forbidden":
+        # An unknown key: its value does not matter (and may be a secret put in the wrong place).
+        if config_file is not None and origin == str(config_file) and (line := _yaml_line(config_file, err["loc"])):
+            origin = f"{config_file}:{line}"
+        raise ConfigError(f"config error: unknown setting `{key}` (from {origin}){_did_you_mean(err['loc'], origin)}")
     shown = mask_userinfo(value)
+    if key.startswith(HIDDEN_VALUES) and isinstance(value, dict):
+        shown = dict.fromkeys(value, "***")  # a credential put there by mistake is not echoed
     msg = f"config error: {key} = {shown!r} (from {origin}): {_allowed(err)}"
     if shown != value:
         # The validation error holds the unmasked value: raised outside the except block, so it is
         # neither the cause nor the context of what a traceback or a log line shows.
         raise ConfigError(msg)
     raise ConfigError(msg) from failure
+
+
+HIDDEN_VALUES = ("vector.headers",)  # settings whose values an error shows as *** (headers may carry a token)
+
+
+def _known_keys(loc: Sequence[Any]) -> list[str]:
+    """The keys allowed beside the last one of ``loc`` (a path in Settings; a channel's name is any)."""
+    model: Any = Settings
+    for part in loc[:-1]:
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = model.model_fields.get(str(part))
+            model = field.annotation if field is not None else None
+        elif typing.get_origin(model) is dict:
+            model = typing.get_args(model)[1]  # a mapping by name (alerts.channels.NAME)
+        else:
+            return []
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def _did_you_mean(loc: Sequence[Any], origin: str) -> str:
+    """ " — did you mean `graph.neo4j_uri`?" for the closest allowed key (in env form when it came from env)."""
+    near = difflib.get_close_matches(str(loc[-1]), _known_keys(loc), n=1, cutoff=0.6)
+    if not near:
+        return ": no such key (every knob is in the packaged taskzilla_sleep/data/default.yaml, see config/README.md)"
+    dotted = ".".join([*(str(p) for p in loc[:-1]), near[0]])
+    if origin.startswith(ENV_PREFIX):
+        return f" — did you mean `{dotted}` ({ENV_PREFIX}{dotted.upper().replace('.', '__')})?"
+    return f" — did you mean `{dotted}`?"
+
+
+def _yaml_line(path: Path, loc: Sequence[Any]) -> int | None:
+    """The line of the key at ``loc`` in the YAML file ``path`` (1-based), or None."""
+    try:
+        node: Any = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return None
+    line = None
+    for part in loc:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)]
+        if not found:
+            return None
+        line, node = found[-1][0].start_mark.line + 1, found[-1][1]
+    return line
 
 
 def _allowed(err: Any) -> str:

@@ -17,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taskzilla_sleep.models import EARLIEST_TIME, LATEST_TIME, TEAM_RE
 
 ENV_PREFIX = "TASKZILLA__"
+CHROMA_DEFAULT_TENANT = "default_tenant"  # chromadb.config.DEFAULT_TENANT (not imported: chromadb is slow to load)
+CHROMA_DEFAULT_DATABASE = "default_database"
+HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
+CREDENTIAL_HEADER = re.compile(r"auth|token|key|secret|password|cookie", re.IGNORECASE)
 NEO4J_SCHEMES = ("neo4j", "neo4j+s", "neo4j+ssc", "bolt", "bolt+s", "bolt+ssc")
 _USERINFO = re.compile(r"(?:(?<=://)|^)[^/?#@\s]*@")
 
@@ -76,8 +80,38 @@ class VectorSettings(_Section):
     # Rebuild a team's collection once its deleted vectors exceed this share of the live ones
     # (HNSW keeps a deleted vector's slot until then); None: never.
     rebuild_deleted_ratio: float | None = Field(default=0.5, gt=0, le=100)
+    # A Chroma server's connection, as chromadb's HttpClient takes it (ignored by chroma-embedded):
+    # https, the tenant and database the collections live in (both must exist on the server), extra
+    # HTTP headers (not credentials: TASKZILLA_CHROMA_TOKEN is sent as ``token_header``).
+    ssl: bool = False
+    tenant: str = Field(default=CHROMA_DEFAULT_TENANT, min_length=1, max_length=128)
+    database: str = Field(default=CHROMA_DEFAULT_DATABASE, min_length=1, max_length=128)
+    headers: dict[str, str] = Field(default_factory=dict)
+    token_header: Literal["Authorization", "X-Chroma-Token"] = "Authorization"
 
     _host = field_validator("host")(_plain_host)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:60]!r} is not an HTTP header name (letters, digits and - only)")
+            if CREDENTIAL_HEADER.search(name):
+                raise ValueError(
+                    f"header {name!r} carries a credential: set the token in TASKZILLA_CHROMA_TOKEN (sent as "
+                    "vector.token_header), never in a config file"
+                )
+            if any(c in value for c in "\r\n\0"):
+                raise ValueError(f"header {name!r}: the value has a line break or NUL")
+        return v
+
+    @field_validator("tenant", "database")
+    @classmethod
+    def _chroma_name(cls, v: str) -> str:
+        if v != v.strip() or any(c in v for c in "/?#\\") or not v.isprintable():
+            raise ValueError(f"{v[:60]!r} is not a Chroma tenant or database name (no spaces around, no / ? # \\)")
+        return v
 
 
 class EmbeddingSettings(_Section):

@@ -33,10 +33,23 @@ def open_graph(g: GraphSettings, password: str | None, falkordb_dir: Path) -> Gr
     return open_falkordb(falkordb_dir, g.falkordb_graph, g.connect_timeout_s, g.batch_size)
 
 
-def open_vectors(v: VectorSettings, embedder: Embedder, embedded_dir: Path) -> VectorStore:
-    """A Chroma server, or Chroma's PersistentClient in ``embedded_dir``."""
+def open_vectors(v: VectorSettings, embedder: Embedder, embedded_dir: Path, token: str | None = None) -> VectorStore:
+    """A Chroma server (``token``: its auth token, sent as ``vector.token_header``), or Chroma's
+    PersistentClient in ``embedded_dir``."""
     from taskzilla_sleep.stores.chroma import ChromaVectorStore
 
     if v.backend == "chroma-server":
-        return ChromaVectorStore.server(v.host, v.port, embedder, timeout_s=v.timeout_s)
+        headers = dict(v.headers)
+        if token:
+            headers[v.token_header] = f"Bearer {token}" if v.token_header == "Authorization" else token
+        return ChromaVectorStore.server(
+            v.host,
+            v.port,
+            embedder,
+            timeout_s=v.timeout_s,
+            ssl=v.ssl,
+            headers=headers,
+            tenant=v.tenant,
+            database=v.database,
+        )
     return ChromaVectorStore.embedded(embedded_dir, embedder)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,13 +23,13 @@ import structlog
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.api.types import Embeddable, EmbeddingFunction
-from chromadb.config import Settings
+from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, Settings
 from chromadb.errors import NotFoundError
 
 from taskzilla_sleep.embeddings import chroma_embedding_function
 from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
 from taskzilla_sleep.stores import chroma_generations as gens
-from taskzilla_sleep.stores.chroma_http import http_sessions, set_http_timeout
+from taskzilla_sleep.stores.chroma_http import ServerAddress, connect_server, http_sessions
 from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.ports import (
     Embedder,
@@ -103,25 +101,28 @@ class ChromaVectorStore:
         return cls("chroma-embedded", str(path), connect, embedder)
 
     @classmethod
-    def server(cls, host: str, port: int, embedder: Embedder, timeout_s: float = 5.0) -> ChromaVectorStore:
-        """A Chroma server (``chroma run``) at ``host:port``; every request is bounded by ``timeout_s``."""
-        url = f"http://{host}:{port}"
+    def server(
+        cls,
+        host: str,
+        port: int,
+        embedder: Embedder,
+        timeout_s: float = 5.0,
+        *,
+        ssl: bool = False,
+        headers: Mapping[str, str] | None = None,
+        tenant: str = DEFAULT_TENANT,
+        database: str = DEFAULT_DATABASE,
+    ) -> ChromaVectorStore:
+        """A Chroma server (``chroma run``) at ``host:port`` (https with ``ssl``), its collections in
+        ``tenant``/``database`` (both must exist: checked when it connects), every request with
+        ``headers`` and bounded by ``timeout_s``."""
+        address = ServerAddress(host, port, ssl, dict(headers or {}), tenant, database)
         outage = Outage(timeout_s)
 
         def connect() -> ClientAPI:
-            # HttpClient's constructor makes requests with no timeout at all; a heartbeat with
-            # one first turns "nothing answers" into a quick error instead of a hang.
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=timeout_s) as response:
-                    response.read()
-            except (OSError, ValueError) as exc:
-                why = _why(exc.reason if isinstance(exc, urllib.error.URLError) else exc, timeout_s)
-                raise outage.down(f"chroma-server unreachable at {url}: {why} (GET /api/v2/heartbeat)") from exc
-            client = chromadb.HttpClient(host=host, port=port, settings=Settings(anonymized_telemetry=False))
-            set_http_timeout(client, timeout_s)
-            return client
+            return connect_server(address, timeout_s, outage, lambda exc: _why(exc, timeout_s))
 
-        return cls("chroma-server", url, connect, embedder, outage, timeout_s)
+        return cls("chroma-server", address.where, connect, embedder, outage, timeout_s)
 
     # -- VectorStore ---------------------------------------------------------------------------
 

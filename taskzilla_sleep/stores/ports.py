@@ -427,6 +427,10 @@ class AdminStore(Protocol):
         """Teams with an episode or a pattern, sorted."""
         ...
 
+    def has_team(self, team: str) -> bool:
+        """Whether ``team`` has an episode or a pattern (``team in teams()``, without listing them all)."""
+        ...
+
     def counts(self, team: str | None = None) -> GraphCounts:
         """The graph's sizes by label and status; of ``team`` only when given (one indexed query per
         label: what a team job records in the ledger, linear in that team, not in the store)."""

@@ -45,7 +45,9 @@ class Live:
     def deliver(self) -> None:
         self.worker._alerts()  # the worker loop's own step: queue what is open, deliver what is due
 
-    def contradiction(self, name: str, team: str = "platform") -> Contradiction:
+    def contradiction(
+        self, name: str, team: str = "platform", kind: ContradictionKind = ContradictionKind.DISAGREEMENT
+    ) -> Contradiction:
         g = self.worker.services.graph
         eps = [episode(f"{name}-{i}", f"{name} standup rule {i}", team=team) for i in range(4)]
         g.upsert_episodes(eps, [])
@@ -58,7 +60,7 @@ class Live:
             team=team,
             old_pattern_id=old.id,
             new_pattern_id=new.id,
-            kind=ContradictionKind.DISAGREEMENT,
+            kind=kind,
             opened_at=NOW,
         )
         g.open_contradiction(c, counter=2, old_confidence=0.5)
@@ -311,6 +313,7 @@ def test_each_alert_says_who_may_decide(live: Live) -> None:
     (alert,) = [r.json() for r in live.rx.received("/slack/platform-hook") if plat.id in json.dumps(r.json())]
     assert alert["blocks"][-2] == {
         "type": "context",
+        "block_id": "tz_deciders",
         "elements": [{"type": "mrkdwn", "text": "Only <@U042>, <@U777> may decide."}],
     }
     (other,) = [r.json() for r in live.rx.received("/slack/infra-hook") if infra.id in json.dumps(r.json())]
@@ -346,3 +349,56 @@ def test_a_click_by_someone_not_among_the_deciders_is_not_allowed_and_changes_no
     body = slack_click(c.id, "old", response=live.rx.url("/slack/response/alice"))  # a decider: done
     assert live.post("/chat/slack/interactions", body, signed(body))[0] == 200
     assert (live.status(c.id).resolution, live.status(c.id).resolved_by) == ("old", "slack:U042 (alice)")
+
+
+def test_after_a_decision_chat_drops_how_to_decide_and_says_what_the_bot_now_uses(live: Live) -> None:
+    c = live.contradiction("decided", kind=ContradictionKind.UPDATE)
+    live.deliver()
+    (alert,) = [r.json() for r in live.rx.received("/slack/platform-hook") if c.id in json.dumps(r.json())]
+    assert any("*How to confirm*" in json.dumps(b) for b in alert["blocks"])  # before: how to decide
+    body = slack_click(c.id, "new", response=live.rx.url("/slack/response/decided"), blocks=alert["blocks"])
+    assert live.post("/chat/slack/interactions", body, signed(body))[0] == 200
+    (update,) = live.wait_for("/slack/response/decided")
+    shown = json.dumps(update.json()["blocks"], ensure_ascii=False)
+    # The beliefs stay; how to decide, the commands and who may decide are gone once decided.
+    assert "Standups are async." in shown and "OLD belief" in shown
+    for stale in ("How to confirm", "taskzilla-sleep contradictions resolve", "/resolve", "may decide"):
+        assert stale not in shown, stale
+    last = update.json()["blocks"][-1]["text"]["text"]
+    assert last == (
+        ":white_check_mark: resolved by slack:U042 (alice): kept new\n"
+        "The bot now uses: \u201cStandup is a call.\u201d (active).\n"
+        "No longer used: \u201cStandups are async.\u201d (superseded)."
+    )
+
+    before = len(live.rx.requests)
+    live.deliver()
+    posted = {r.path.split("/")[1]: r.json() for r in live.rx.requests[before:] if c.id in r.body.decode()}
+    slack_text = json.dumps(posted["slack"]["blocks"], ensure_ascii=False)
+    assert slack_text.count("resolved by slack:U042 (alice): kept new") == 1  # said once (the title)
+    assert "The bot now uses: \u201cStandup is a call.\u201d (active)." in slack_text
+    assert posted["tg"]["text"].count("kept new") == 1
+    assert "The bot now uses: \u201cStandup is a call.\u201d (active)." in posted["tg"]["text"]
+    hook = posted["hook"]
+    assert (hook["new"]["status"], hook["old"]["status"]) == ("active", "superseded")
+    assert "No longer used: \u201cStandups are async.\u201d (superseded)." in hook["text"]
+
+
+def test_keep_both_keeps_both_in_use_by_their_evidence_and_says_so(live: Live) -> None:
+    c = live.contradiction("keepboth")  # the old belief's confidence fell to 0.5 when it was contested
+    live.deliver()
+    body = json.dumps({"keep": "both", "note": "async in EU, call in US"}).encode()
+    assert live.post(f"/v1/contradictions/{c.id}/resolve", body, {"Content-Type": "application/json"})[0] == 200
+    graph = live.worker.services.graph
+    status = {p.id: p.status.value for p in graph.patterns_by_id([c.old_pattern_id, c.new_pattern_id])}
+    assert status == {c.old_pattern_id: "tentative", c.new_pattern_id: "active"}  # 0.5 and 0.9 against 0.8
+    before = len(live.rx.requests)
+    live.deliver()
+    posted = {r.path.split("/")[1]: r.json() for r in live.rx.requests[before:] if c.id in r.body.decode()}
+    says = (
+        "The bot now uses both: \u201cStandups are async.\u201d (tentative) and "
+        "\u201cStandup is a call.\u201d (active)."
+    )
+    assert says in posted["tg"]["text"] and says in posted["hook"]["text"]
+    assert "ranked below active ones" in posted["hook"]["text"]
+    assert "No longer used" not in posted["hook"]["text"]

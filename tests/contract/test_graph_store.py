@@ -1799,6 +1799,13 @@ def test_teams_of_episodes_and_patterns(graph_store: GraphStore) -> None:
     assert graph_store.teams() == ["design", "ops", "platform"]
 
 
+def test_has_team_is_true_for_a_team_with_an_episode_or_a_pattern_only(graph_store: GraphStore) -> None:
+    assert not graph_store.has_team("platform")
+    graph_store.upsert_episodes([ep(1, team="ops")], [])
+    graph_store.write_pattern(pat("pat-1", team="design"), [], [])
+    assert [t for t in ("ops", "design", "platform", "op", "Ops") if graph_store.has_team(t)] == ["ops", "design"]
+
+
 def test_counts_by_status_with_entities_tombstones_and_relationships(graph_store: GraphStore) -> None:
     eps = [ep(0), ep(1), ep(2, status=EpisodeStatus.ABSORBED)]
     graph_store.upsert_episodes(eps, links(eps))  # 6 entities, 12 MENTIONS

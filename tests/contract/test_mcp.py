@@ -99,7 +99,7 @@ async def _refused(client: Client, tool: str, code: str, **arguments: Any) -> st
     result = await client.call_tool(tool, arguments)
     assert result.is_error and result.structured_content is None, result
     text = _text(result)
-    assert f": {code}: " in text and "Traceback" not in text, text
+    assert text.startswith(f"{code}: ") and "Traceback" not in text, text  # the API's code first
     return text
 
 
@@ -110,6 +110,8 @@ async def scenario(connect: Connect) -> None:
         assert set(tools) == set(TOOL_NAMES)
         for t in tools.values():
             assert t.description and t.output_schema is not None and t.input_schema["type"] == "object", t.name
+            # The docstring as a model reads it: no source indentation on its continuation lines.
+            assert t.description == t.description.strip() and "\n " not in t.description, t.description
         recall_in = tools["recall"].input_schema
         assert recall_in["required"] == ["query"] and recall_in["properties"]["format"]["enum"] == ["json", "prompt"]
         assert recall_in["properties"]["k"]["maximum"] == 50 and "description" in recall_in["properties"]["team"]

@@ -32,11 +32,13 @@ from tests.unit.test_console import csrf_of
 
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
 A_WRITE, B_WRITE, A_ADMIN, ADMIN = "tz-iso-a-write", "tz-iso-b-write", "tz-iso-a-admin", "tz-iso-admin"
+DESIGN_READ = "tz-iso-design-read"  # design (configured for it, no data yet) and ops
 GRANTS = {
     token_hash(A_WRITE): {"name": "platform-bot", "teams": ["platform"], "role": "write"},
     token_hash(B_WRITE): {"name": "ops-bot", "teams": ["ops"], "role": "write"},
     token_hash(A_ADMIN): {"name": "platform-admin", "teams": ["platform"], "role": "admin"},
     token_hash(ADMIN): {"name": "ops-admin", "teams": ["*"], "role": "admin"},
+    token_hash(DESIGN_READ): {"name": "design-bot", "teams": ["design", "ops"], "role": "read"},
 }
 SECRET = {
     "id": "msg-1001",
@@ -214,3 +216,38 @@ def test_a_one_team_admin_sees_its_teams_figures_only(served: Served) -> None:
     assert "4321" not in export.text and "9999" not in export.text
     other = httpx.get(served.url + "/v1/export", params={"team": "ops"}, headers=bearer(A_ADMIN), timeout=60)
     assert other.status_code == 403
+
+
+def test_a_team_with_no_data_at_all_is_unknown_team_not_nothing_known(served: Served) -> None:
+    def get(path: str, token: str, **params: str) -> httpx.Response:
+        return httpx.get(served.url + path, params=params, headers=bearer(token), timeout=60)
+
+    # An every-team admin misspells a team: 404 unknown_team, the nearest team it may see named.
+    for path in ("/v1/recall", "/v1/patterns", "/v1/contradictions", "/v1/facts"):
+        r = get(path, ADMIN, team="platfrom", q="when are salaries paid")
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"]["code"] == "unknown_team", r.text
+        assert r.json()["error"]["message"] == (
+            "team 'platfrom' has no data at all (nothing was ever ingested for it): check the name "
+            "— did you mean 'platform'?"
+        )
+    # A real team with nothing that matches is an empty answer, as before.
+    ok = get("/v1/contradictions", ADMIN, team="ops")
+    assert ok.status_code == 200 and ok.json() == []
+    # A team configured for the token but empty yet: nothing known, not an error.
+    empty = get("/v1/recall", DESIGN_READ, team="design", q="staging cluster")
+    assert empty.status_code == 200 and empty.json()["items"] == []
+    # Isolation: a token of some teams never learns another team's name (platform is not its own).
+    for token, team in ((DESIGN_READ, "platfrom"), (B_WRITE, "platfrom"), (DESIGN_READ, "opz")):
+        r = get("/v1/recall", token, team=team, q="when are salaries paid")
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
+        no_leak(r.text)
+
+    async def over_mcp() -> str:
+        http = httpx2.AsyncClient(headers=bearer(ADMIN), timeout=60)
+        async with http, McpClient(streamable_http_client(served.url + "/mcp", http_client=http)) as mcp:
+            result = await mcp.call_tool("recall", {"query": "salaries", "team": "platfrom"})
+            assert result.is_error
+            return _text(result)
+
+    assert anyio.run(over_mcp).startswith("unknown_team: team 'platfrom' has no data at all")

@@ -43,3 +43,20 @@ def test_the_json_of_a_temporary_demo_drops_its_paths_too() -> None:
         _without("/tmp/d", "kept /tmp/data and /tmp/d/chroma, then /tmp/d.")
         == f"kept /tmp/data and {GONE}, then {GONE}."
     )
+
+
+def test_the_demo_prints_clean_output_with_one_count_of_patterns(tmp_path: Path) -> None:
+    """`make demo` as a newcomer reads it: nothing on stderr above the night (no JSON log line), and
+    the patterns counted once, agreeing with the patterns the night lists and the pinned fact."""
+    res = cli("demo", env={"TMPDIR": str(tmp_path)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stderr == ""  # a warning log line (JSON when not a terminal) used to come first
+    out = res.stdout
+    assert not [ln for ln in out.splitlines() if ln.lstrip().startswith("{")]
+    listed = re.findall(r"^  pat_\w+ \[", out.split("patterns distilled:")[1].split("\n\n")[0], re.M)
+    counts = re.findall(r"(\d+) patterns\b", out)
+    assert counts == [str(len(listed) + 1)], counts  # once: the distilled ones and the pinned fact
+    assert f"({len(listed)} distilled + 1 pinned fact; " in out
+    for noisy in ("graph store:", "vector store:", "config:", "lease:"):  # the status report's, repeated
+        assert noisy not in out, noisy
+    assert re.search(r"^memory:  \d+ episodes .*; 1 open contradiction$", out, re.M), out[-600:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.e2e.test_cli import cli, status_json
+from tests.e2e.test_cli import cli, episodes, status_json
 from tests.unit.test_memory_admin import retrailed
 
 
@@ -142,3 +142,22 @@ def test_ingest_of_an_id_another_team_used_quotes_nothing_of_its_message(tmp_pat
     assert "ops.jsonl:1: field 'id': id 'tg-42-1001' is already used by another message" in refused.stderr
     for leak in ("platform", "payroll", "lena"):
         assert leak not in refused.stderr + refused.stdout
+
+
+def test_recall_or_list_of_a_team_with_no_data_says_so_and_names_the_nearest(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    good = tmp_path / "eps.jsonl"
+    good.write_text(episodes(3))
+    assert cli("ingest", str(good), data_dir=data).returncode == 0
+    for args in (("recall", "review pull requests", "--team", "platfrom"), ("patterns", "list", "--team", "platfrom")):
+        res = cli(*args, data_dir=data)
+        assert res.returncode == 1, (args, res.stdout, res.stderr)
+        assert res.stderr.strip().endswith(
+            "team 'platfrom' has no data at all (nothing was ever ingested for it): check the name "
+            "— did you mean 'platform'?"
+        ), res.stderr
+        assert res.stdout == ""
+    known = cli("recall", "review pull requests", "--team", "platform", data_dir=data)
+    assert known.returncode == 0 and "review pull requests" in known.stdout, known.stderr
+    nothing = cli("patterns", "list", "--team", "platform", data_dir=data)  # no night yet: a real, empty list
+    assert nothing.returncode == 0 and nothing.stdout.strip() == "(no patterns)", nothing.stderr

@@ -25,7 +25,7 @@ READS = {
     "contradictions", "given_up_episodes", "ingest_marks", "ingest_episodes",
     "count_alerts", "count_episodes", "count_new_raw", "counts", "describe", "entity_neighbours", "episode_cards",
     "episode_entities", "episode_records", "episodes_by_author", "episodes_by_status", "episodes_in_window",
-    "evidence_episode_ids", "get_change", "get_contradiction", "get_episodes", "get_meta", "get_run",
+    "evidence_episode_ids", "get_change", "get_contradiction", "get_episodes", "get_meta", "get_run", "has_team",
     "later_changes", "lease_state", "live_ids", "live_texts", "night_runs", "pattern_cards", "pattern_edges",
     "pattern_links", "patterns", "patterns_by_id", "patterns_in_dispute", "pending_raw_episodes", "ping", "runs",
     "slot_done", "slot_runs", "stale_raw_episodes", "stored_episodes", "take_poisoned", "teams", "tombstones",

@@ -183,7 +183,7 @@ def test_a_resolution_answers_each_delivered_alert_once_and_replies_to_the_teleg
     assert "resolved by slack:U1 (ann): kept new" in tg["text"] and "reply_markup" not in tg
     slack = slack_payload(answers["team-slack"].message, buttons=True)
     assert "resolved by slack:U1 (ann): kept new" in json.dumps(slack) and slack["blocks"][-1]["type"] != "actions"
-    hook = webhook_payload(format_resolution(done), "k")
+    hook = webhook_payload(format_resolution(done, graph.patterns_by_id([c.old_pattern_id, c.new_pattern_id])), "k")
     assert hook["type"] == "resolution" and hook["resolution"] == "new" and hook["resolved_by"] == "slack:U1 (ann)"
 
 

@@ -77,7 +77,8 @@ def test_config_env_var_and_data_dir_env(tmp_path: Path) -> None:
         ({"TASKZILLA__SCHEDULE__TIMEZONE": "Mars/Olympus"}, "unknown IANA time zone"),
         (
             {"TASKZILLA__DECAY__GRACE_HOURZ": "3"},
-            "decay.grace_hourz = 3 (from TASKZILLA__DECAY__GRACE_HOURZ): unknown key",
+            "unknown setting `decay.grace_hourz` (from TASKZILLA__DECAY__GRACE_HOURZ) — did you mean "
+            "`decay.grace_hours` (TASKZILLA__DECAY__GRACE_HOURS)?",
         ),
     ],
 )
@@ -189,7 +190,54 @@ def test_a_blank_optional_setting_means_not_set() -> None:
 
 
 def test_a_key_below_a_scalar_or_an_unknown_section_names_where_it_came_from() -> None:
-    with pytest.raises(ConfigError, match=r"foo = \{'bar': 1\} \(from command line\): unknown key"):
+    with pytest.raises(ConfigError, match=r"unknown setting `foo` \(from command line\): no such key"):
         load_settings(env={}, overrides={"foo.bar": 1})
     with pytest.raises(ConfigError, match=r"graph\.backend = \{'x': 1\} \(from TASKZILLA__GRAPH__BACKEND__X\)"):
         load_settings(env={"TASKZILLA__GRAPH__BACKEND__X": "1"})
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [
+        ("set", "unknown setting `graph.neo4j_url` (from command line) — did you mean `graph.neo4j_uri`?"),
+        (
+            "env",
+            "unknown setting `graph.neo4j_url` (from TASKZILLA__GRAPH__NEO4J_URL) — did you mean "
+            "`graph.neo4j_uri` (TASKZILLA__GRAPH__NEO4J_URI)?",
+        ),
+        ("yaml", "unknown setting `graph.neo4j_url` (from {path}:3) — did you mean `graph.neo4j_uri`?"),
+    ],
+)
+def test_an_unknown_setting_suggests_the_nearest_key_wherever_it_was_set(
+    tmp_path: Path, how: str, expected: str
+) -> None:
+    path = tmp_path / "taskzilla.yaml"
+    path.write_text("graph:\n  backend: neo4j\n  neo4j_url: bolt://secret-host:7687\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        if how == "set":
+            load_settings(env={}, overrides={"graph.neo4j_url": "bolt://secret-host:7687"})
+        elif how == "env":
+            load_settings(env={"TASKZILLA__GRAPH__NEO4J_URL": "bolt://secret-host:7687"})
+        else:
+            load_settings(config_file=path, env={})
+    assert str(info.value) == "config error: " + expected.format(path=path)
+    assert "secret-host" not in str(info.value)  # the value of a misplaced key is not echoed
+
+
+def test_a_misspelled_section_and_a_new_vector_key_are_suggested_too() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting `vectr` \(from command line\) — did you mean `vector`\?"):
+        load_settings(env={}, overrides={"vectr.tenant": "acme"})
+    with pytest.raises(ConfigError, match=r"did you mean `vector.database`\?"):
+        load_settings(env={}, overrides={"vector.databse": "memory"})
+
+
+def test_a_credential_in_vector_headers_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"vector.headers.*TASKZILLA_CHROMA_TOKEN") as info:
+        load_settings(env={}, overrides={"vector.headers": {"X-Chroma-Token": "s3cret"}})
+    assert "s3cret" not in str(info.value) and "'X-Chroma-Token': '***'" in str(info.value)
+    s = load_settings(env={}, overrides={"vector.headers": {"X-Team-Proxy": "memory"}, "vector.tenant": "acme"})
+    assert (s.vector.headers, s.vector.tenant, s.vector.database) == (
+        {"X-Team-Proxy": "memory"},
+        "acme",
+        "default_database",
+    )

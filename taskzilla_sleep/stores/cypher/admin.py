@@ -75,6 +75,9 @@ class CypherAdmin(CypherArchive):
             {r["team"] for r in self._read(Q["teams"]) if isinstance(r["team"], str) and _TEAM.match(r["team"])}
         )
 
+    def has_team(self, team: str) -> bool:
+        return bool(self._read(Q["has_team"], {"team": team}))
+
     def counts(self, team: str | None = None) -> GraphCounts:
         by: dict[str, dict[str, int]] = {}
         scope, params = ("team_", {"team": team}) if team is not None else ("", {})

@@ -46,6 +46,12 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
             if _TEAM.match(t)
         }
 
+    def has_team(self, team: str) -> bool:
+        with self._lock:
+            return any(e.team == team for e in self.episode_nodes.values()) or any(
+                p.team == team for p in self.pattern_nodes.values()
+            )
+
     def counts(self, team: str | None = None) -> GraphCounts:
         with self._lock:
             mine = (lambda t: True) if team is None else (lambda t: t == team)

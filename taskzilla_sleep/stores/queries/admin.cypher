@@ -6,6 +6,11 @@ MATCH (e:Episode) WHERE e.stage IS NULL RETURN DISTINCT e.team AS team
 UNION
 MATCH (p:Pattern) RETURN DISTINCT p.team AS team
 
+// -- has_team --
+MATCH (e:Episode) WHERE e.team = $team AND e.stage IS NULL RETURN 1 AS ok LIMIT 1
+UNION
+MATCH (p:Pattern) WHERE p.team = $team RETURN 1 AS ok LIMIT 1
+
 // -- count_episodes_by_status --
 MATCH (n:Episode) RETURN n.status AS status, count(n) AS n
 
