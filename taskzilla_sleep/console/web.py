@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from taskzilla_sleep.access import Access
 from taskzilla_sleep.api.errors import status_of
 from taskzilla_sleep.console.sessions import COOKIE, IDLE_S, LOGIN_COOKIE, Session, Sessions
-from taskzilla_sleep.errors import TaskzillaError
+from taskzilla_sleep.errors import InputError, TaskzillaError
 
 log = structlog.get_logger(__name__)
 
@@ -201,3 +201,12 @@ class Console:
             log.warning("console_csrf_refused", who=s.access.name, path=request.url.path)
             return None, error_page(request, s, 403, "the form's CSRF token is missing or wrong: reload the page")
         return s, None
+
+
+def int_param(value: str | None, what: str, default: int, high: int = 10_000, low: int = 1) -> int:
+    """A whole-number query parameter ``what`` in [low, high], ``default`` when absent; InputError else."""
+    if not value:
+        return default
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise InputError(f"{what} must be a whole number from {low} to {high}, not {value[:50]!r}")
+    return int(value)

@@ -150,7 +150,8 @@ def emitted_links(served: Served) -> list[str]:
         links.append(link)
         record = next(r for r in served.services.graph.alerts() if r.key == a.key)
         c = served.services.graph.get_contradiction(record.contradiction_id or "")
-        links.append(format_resolution(c, console_url=link).console_url or "")
+        beliefs = served.services.graph.patterns_by_id([c.old_pattern_id, c.new_pattern_id])
+        links.append(format_resolution(c, beliefs, console_url=link).console_url or "")
         links.append(format_withdrawal(record, "run-x", "ops", "test", NOW).console_url or "")
     return sorted(set(links))
 

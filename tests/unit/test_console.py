@@ -531,7 +531,7 @@ def test_times_are_shown_in_the_schedule_zone_with_its_marker(console: Console) 
 
 
 def test_why_an_item_is_recalled_reads_its_own_fields() -> None:
-    from taskzilla_sleep.console.routes import why
+    from taskzilla_sleep.console.explore import why
     from taskzilla_sleep.recall import RecallItem
     from taskzilla_sleep.recall.item import ContradictionRef
 
