@@ -24,8 +24,9 @@ import structlog
 
 from taskzilla_sleep.access import Access
 from taskzilla_sleep.alerts.actions import SLACK_DECIDERS_BLOCK, SLACK_HOW_BLOCK, Click, parse_telegram_callback
-from taskzilla_sleep.alerts.message import HOW_HEADINGS, resolution_line, what_recall_uses
-from taskzilla_sleep.alerts.outbox import Outbox
+from taskzilla_sleep.alerts.message import HOW_HEADINGS, Section, resolution_line, what_recall_uses
+from taskzilla_sleep.alerts.outbox import Alert, Outbox
+from taskzilla_sleep.alerts.render import telegram_payload
 from taskzilla_sleep.alerts.senders import TelegramSender, build_sender, env_secret
 from taskzilla_sleep.chatops.slack import Interaction, SignatureCheck, parse_interaction
 from taskzilla_sleep.errors import BadRequest, Conflict, DeliveryError, Forbidden, TaskzillaError, Unauthorized
@@ -75,6 +76,9 @@ class Callback:
     message_id: int | None
     text: str
     resolved: bool
+    # editMessageText's text and parse mode: the alert as it reads once decided (None: the keyboard
+    # is only removed — a digest's message, or an alert this worker has no record of)
+    decided: dict[str, Any] | None = None
 
 
 class ChatOps:
@@ -206,7 +210,38 @@ class ChatOps:
         except TaskzillaError as exc:  # refused, unknown, decided otherwise already, a store error
             log.info("chat_click_refused", where=f"Telegram chat {chat_id}", error=str(exc)[:200])
             return Callback(bot, query_id, chat_id, message_id, f"Not resolved: {exc}", resolved=False)
-        return Callback(bot, query_id, chat_id, message_id, resolution_line(done), resolved=True)
+        decided = self._decided(here, chat_id, message_id, done)
+        return Callback(bot, query_id, chat_id, message_id, resolution_line(done), resolved=True, decided=decided)
+
+    def _decided(
+        self, here: Sequence[TelegramChannel], chat_id: str, message_id: int | None, done: Contradiction
+    ) -> dict[str, Any] | None:
+        """The clicked alert as it reads once decided, as Slack's is updated: how to decide and who may
+        are gone; who decided, and what the bot now uses, are said below it."""
+        names = {t.name for t in here}
+        record = next(
+            (
+                a
+                for a in self.service.graph.alerts()
+                if a.kind == "contradiction"
+                and a.contradiction_id == done.id
+                and a.channel in names
+                and message_id is not None
+                and a.message_ref == str(message_id)
+            ),
+            None,
+        )
+        if record is None:
+            return None
+        try:
+            msg = Alert.of(record).message
+        except ValueError:  # a payload this version cannot read: the keyboard goes, the text stays
+            return None
+        beliefs = self.service.graph.patterns_by_id([done.old_pattern_id, done.new_pattern_id])
+        note = Section(heading="Decided", body=f"{resolution_line(done)}\n{what_recall_uses(done, beliefs)}")
+        kept = [x for x in msg.sections if not x.how and f"*{x.heading}*" not in HOW_HEADINGS]
+        body = telegram_payload(msg.model_copy(update={"sections": (*kept, note)}), chat_id)
+        return {"text": body["text"], **({"parse_mode": body["parse_mode"]} if "parse_mode" in body else {})}
 
     # -- answering (after the HTTP answer: failures are logged, the outbox answer still comes) --
     def answer_slack(self, act: Interaction, done: Contradiction | None, refused: str | None = None) -> None:
@@ -241,7 +276,11 @@ class ChatOps:
             )
         if cb.resolved and cb.message_id is not None:
             markup = {"chat_id": cb.chat_id, "message_id": cb.message_id, "reply_markup": {"inline_keyboard": []}}
-            calls.append(("editMessageReplyMarkup", markup))
+            if cb.decided is not None:  # the text and its keyboard in one edit
+                quiet = {"link_preview_options": {"is_disabled": True}}
+                calls.append(("editMessageText", {**markup, **cb.decided, **quiet}))
+            else:
+                calls.append(("editMessageReplyMarkup", markup))
         for method, body in calls:
             try:
                 cb.bot.call(method, body)

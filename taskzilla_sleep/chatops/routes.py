@@ -3,7 +3,7 @@
 ``POST /chat/slack/interactions`` (the Slack app's Interactivity Request URL) and ``POST
 /chat/telegram/webhook`` (the bot's setWebhook URL). Both answer at once (Slack wants 200 within
 3 s) and update the chat after the answer: Slack's ``response_url`` replaces the alert with its
-resolution, Telegram gets answerCallbackQuery and the keyboard removed. Not part of the bot's
+resolution, Telegram gets answerCallbackQuery and the alert rewritten as decided. Not part of the bot's
 ``/v1`` API (nor its OpenAPI schema): the callers authenticate by signature or secret, not token.
 """
 

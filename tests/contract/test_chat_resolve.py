@@ -283,6 +283,25 @@ def test_a_telegram_button_resolves_only_with_the_webhooks_secret_header(live: L
     assert live.status(other.id).status is ContradictionStatus.OPEN
 
 
+def test_a_telegram_click_on_a_delivered_alert_rewrites_it_as_decided(live: Live) -> None:
+    """As Slack's is updated: the alert clicked loses its keyboard and how to decide, and says who
+    decided and what the bot now uses (one editMessageText, through the Bot API on the receiver)."""
+    c = live.contradiction("tgdecided")
+    live.deliver()  # the receiver answers sendMessage with message_id 777: the alert's message_ref
+    sent = [r.json() for r in live.rx.received(f"/tg/bot{TG_TOKEN}/sendMessage") if c.id in r.body.decode()]
+    assert sent and "How to resolve" in sent[-1]["text"]
+    headers = {"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": TG_SECRET}
+    before = len(live.rx.received(f"/tg/bot{TG_TOKEN}/editMessageText"))
+    status, answer = live.post("/chat/telegram/webhook", tg_update(c.id, "new"), headers)
+    assert (status, answer["resolved"]) == (200, True)
+    edit = live.wait_for(f"/tg/bot{TG_TOKEN}/editMessageText", before + 1)[-1].json()
+    assert (edit["message_id"], edit["reply_markup"], edit["parse_mode"]) == (777, {"inline_keyboard": []}, "HTML")
+    assert "How to resolve" not in edit["text"] and "may decide" not in edit["text"]
+    assert "resolved by telegram:42 (@bob): kept new" in edit["text"]
+    assert "The bot now uses: “Standup is a call.”" in edit["text"]
+    assert "Standups are async." in edit["text"]  # the alert's own account of both sides stays
+
+
 def test_an_api_resolve_answers_the_delivered_alert_too(live: Live) -> None:
     c = live.contradiction("viaapi")
     live.deliver()
