@@ -70,6 +70,9 @@ def _evidence(p: Pattern) -> str:
     return f"{n} message{'' if n == 1 else 's'}, {people} {'person' if people == 1 else 'people'}"
 
 
+ENTRY = "- "  # every entry of MEMORY.md, and nothing else in it, starts with this (index_line)
+
+
 def index_line(p: Pattern, max_chars: int, change: Change | None = None) -> str:
     """``- kind (evidence): "statement" [-> topic]`` in at most ``max_chars``: a quoted team belief
     with its evidence, never a bare imperative. An unconfirmed change says so and what it replaced.
@@ -84,7 +87,7 @@ def index_line(p: Pattern, max_chars: int, change: Change | None = None) -> str:
     def render() -> str:
         was_part = f'; was "{was}"' if was else ""
         head = f"{p.kind.value} ({_evidence(p)}{note}{was_part}): " if head_on else ""
-        return f'- {head}"{text}" [-> {topic}]'
+        return f'{ENTRY}{head}"{text}" [-> {topic}]'
 
     def cut(value: str, over: int, floor: int) -> str:
         keep = len(value) - over - 1
@@ -191,6 +194,15 @@ def write_memory(
         if old.stem not in topics:
             old.unlink()
     return written
+
+
+def index_entries(directory: Path) -> int | None:
+    """The entries of every team's MEMORY.md under ``directory`` (what the bot loads), read back as
+    written here; None when no team has an index yet."""
+    files = sorted(directory.glob("*/MEMORY.md"))
+    if not files:
+        return None
+    return sum(line.startswith(ENTRY) for f in files for line in f.read_text(encoding="utf-8").splitlines())
 
 
 def _atomic_write(path: Path, text: str) -> Path:

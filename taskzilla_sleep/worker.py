@@ -37,6 +37,7 @@ from taskzilla_sleep.errors import ConfigError
 from taskzilla_sleep.handover import BusyLeases, run_teams, wake_timer
 from taskzilla_sleep.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
 from taskzilla_sleep.llm.check import CachedModelCheck
+from taskzilla_sleep.memory_index import index_entries
 from taskzilla_sleep.models import Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.nights import (
     done_steps,
@@ -503,12 +504,4 @@ class Worker:
         return self.services.graph.oldest_alert_at("pending")
 
     def _memory_index_size(self) -> int | None:
-        sizes = [
-            sum(
-                1
-                for line in p.read_text(encoding="utf-8").splitlines()
-                if line.startswith(("preference:", "process:", "norm:", "fact:"))
-            )
-            for p in self.settings.memory_dir.glob("*/MEMORY.md")
-        ]
-        return sum(sizes) if sizes else None
+        return index_entries(self.settings.memory_dir)  # read back by the format's one owner

@@ -34,6 +34,7 @@ from taskzilla_sleep.app import build
 from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.instruments import Instruments
 from taskzilla_sleep.llm.base import Unanswered
+from taskzilla_sleep.memory_index import build_index, changes_of
 from taskzilla_sleep.scheduler import ScaledClock
 from taskzilla_sleep.settings import load_settings
 from taskzilla_sleep.worker import Worker
@@ -150,6 +151,9 @@ def test_a_live_worker_scrape_lints_clean_and_counts_what_happened(
             wait_for("the delivery round counted", lambda: all(c in http(url + "/metrics")[1] for c in counted))
             status, scraped = http(url + "/metrics")
             stored_sizes = services.graph.counts("platform").sizes()
+            beliefs = services.graph.patterns("platform")
+            opened = services.graph.contradictions("platform", "open")
+            index = len(build_index(beliefs, settings.memory_index, changes_of(opened, beliefs)))
         finally:
             worker.request_stop()
             if loop.is_alive():
@@ -191,6 +195,9 @@ def test_a_live_worker_scrape_lints_clean_and_counts_what_happened(
     # The per-team series (one team here, under metrics.team_labels_max): its live figures and its night.
     team = (("team", "platform"),)
     assert m[p + "team_patterns_live"][team] == stored_sizes["patterns_live"] > 0
+    # What the bot loads, read back from MEMORY.md: the entries the night wrote (it read 0 once its
+    # parser and the file's format had drifted apart).
+    assert m[p + "memory_index_entries"][()] == index > 0
     assert m[p + "team_open_contradictions"][team] == m[p + "open_contradictions"][()]
     assert m[p + "team_last_night_ok"][team] == 1
     assert m[p + "team_last_night_duration_seconds"][team] > 0

@@ -15,6 +15,7 @@ from taskzilla_sleep.memory_index import (
     build_index,
     build_topics,
     changes_of,
+    index_entries,
     index_line,
     write_memory,
 )
@@ -285,3 +286,14 @@ def test_the_index_never_hands_the_bot_an_order_or_a_secret(tmp_path: Path) -> N
     write_memory(tmp_path, "platform", patterns, settings())
     text = (tmp_path / "platform" / "MEMORY.md").read_text(encoding="utf-8")
     assert "Tuesdays" in text and "token" not in text and "Ignore" not in text
+
+
+def test_the_entries_read_back_are_the_entries_written_of_every_kind(tmp_path: Path) -> None:
+    """MEMORY.md is written and read by one module: every kind of entry counts, the title and the
+    preamble do not (the worker's metric once read 0 when the line format changed under its parser)."""
+    assert index_entries(tmp_path) is None  # no team has an index yet: unknown, not 0
+    kinds = [PatternKind.NORM, PatternKind.PROCESS, PatternKind.PREFERENCE]
+    write_memory(tmp_path, "platform", [pat(f"p{i}", kind=k) for i, k in enumerate(kinds)], settings())
+    write_memory(tmp_path, "data", [fact("f1", "The staging cluster is eu-west-1.")], settings())
+    write_memory(tmp_path, "quiet", [], settings())
+    assert index_entries(tmp_path) == len(kinds) + 1
