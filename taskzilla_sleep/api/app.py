@@ -1,5 +1,6 @@
 """The worker's HTTP API for the bot, in any language: ``/v1`` operations scoped to a team and a
-token, and the ops probes (``/healthz``, ``/readyz``, ``/metrics``). OpenAPI at ``/openapi.json``.
+token, and the ops probes (``/healthz``, ``/readyz``, ``/metrics``). OpenAPI at ``/openapi.json``, shown
+by Swagger UI at ``/docs`` and ReDoc at ``/redoc`` (served offline: ``api/docs.py``).
 
 Blocking work (embedding, store calls) never runs on the event loop: plain ``def`` operations run
 in the threadpool, and an ingest waits in a bounded queue (``api.ingest_concurrency`` running,
@@ -27,7 +28,7 @@ from starlette.routing import BaseRoute
 
 from taskzilla_sleep.access import Access, Tokens
 from taskzilla_sleep.alerts.admin import AlertView, RequeueReport, StatusFilter
-from taskzilla_sleep.api import errors
+from taskzilla_sleep.api import docs, errors
 from taskzilla_sleep.api.body_limit import BodyLimit
 from taskzilla_sleep.api.errors import responses
 from taskzilla_sleep.api.http_metrics import HttpMetrics
@@ -137,8 +138,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
 
     app = FastAPI(
         lifespan=lifespan,
-        # No /docs nor /redoc: FastAPI's pages load Swagger UI and ReDoc from a CDN, blank on a host
-        # without the internet, and no PyPI package of ours ships them. The schema is /openapi.json.
+        # Not FastAPI's /docs nor /redoc (their scripts come from a CDN): ours, from the worker (api/docs.py).
         docs_url=None,
         redoc_url=None,
         title="taskzilla-sleep",
@@ -379,6 +379,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         return RedirectResponse("/ui", status_code=303)
 
     app.router.routes.extend(route for route, _run in deps.mounts)
+    docs.install(app)
     _finish_schema(app, token_optional=deps.tokens.open)
 
     @app.get("/healthz", operation_id="health", response_model=Health, tags=["probes"])
