@@ -20,9 +20,9 @@ import structlog
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep import inflight
-from taskzilla_sleep.ingest import episode_metadata, pattern_metadata
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, VectorKind, VectorStore
+from taskzilla_sleep.vector_meta import episode_metadata, pattern_metadata
 
 log = structlog.get_logger(__name__)
 

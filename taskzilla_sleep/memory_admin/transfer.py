@@ -29,7 +29,6 @@ import structlog
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.errors import Conflict
-from taskzilla_sleep.ingest import episode_metadata
 from taskzilla_sleep.memory_admin.export_file import (
     META_KEYS,
     EpisodeLine,
@@ -60,6 +59,7 @@ from taskzilla_sleep.stores.ports import (
     PatternLink,
     VectorStore,
 )
+from taskzilla_sleep.vector_meta import episode_metadata
 
 log = structlog.get_logger(__name__)
 
