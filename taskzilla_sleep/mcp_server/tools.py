@@ -180,6 +180,8 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
             present=report.present,
             skipped=report.skipped,
             skipped_by_connector=report.skipped_by_connector,
+            edited=report.edited,
+            edits_ignored=report.edits_ignored,
         )
 
     @server.tool(annotations=reads)
