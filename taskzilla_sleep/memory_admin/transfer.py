@@ -210,6 +210,7 @@ def import_team(
         graph.restore_episodes(records[i : i + BATCH])
         written += len(records[i : i + BATCH])
         tell("graph", written, total)
+    graph.link_replies([r.episode.id for r in records if r.episode.reply_to])  # REPLY_TO, within the team
     patterns: list[PatternLine] = items["pattern"]
     for p in patterns:
         plain = Pattern.model_validate(p.model_dump(exclude={"type", "about", "evidence_links"}))

@@ -6,6 +6,7 @@ uninterrupted run leaves."""
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from taskzilla_sleep import ingest as ingest_module
 from taskzilla_sleep.ingest import EpisodeFileError
+from taskzilla_sleep.memory_admin import export_team, import_team
 from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, to_ms
 from taskzilla_sleep.stores.ports import EpisodeEdit, EpisodeUpdate, GraphStore
 from tests.contract.test_cycle import Stack
@@ -266,3 +268,31 @@ def test_a_crash_mid_edit_then_a_rerun_leaves_what_an_uninterrupted_run_leaves(
     assert rerun.edited_ids == ["slack-2"]
     assert _state(stack) == expected
 
+
+
+def test_threads_and_edits_survive_export_and_import(stack: Stack) -> None:
+    reply = _line(5, "no, never on Fridays", reply_to="slack-4", thread_id="slack-4")
+    stack.ingestor(NOW).ingest_lines([*FIRST, reply, EDIT], "week.jsonl")
+
+    def held(team: str) -> dict[str, tuple[object, ...]]:
+        eps = stack.graph.episodes_by_status(team, ["raw", "absorbed"])
+        return {e.text: (e.reply_to is not None, e.thread_id is not None, e.edited_at) for e in eps}
+
+    before = held(TEAM)
+    out = io.StringIO()
+    export_team(stack.graph, stack.vectors, TEAM, out)
+    lines = out.getvalue().splitlines()
+    exported = {e["id"]: e for e in map(json.loads, lines) if e.get("type") == "episode"}
+    assert exported["slack-2"]["edited_at"] == "2026-11-30T12:00:00Z" and exported["slack-5"]["reply_to"] == "slack-4"
+
+    import_team(stack.graph, stack.vectors, lines, source="week-export.jsonl", replace=True)
+    assert held(TEAM) == before and stack.graph.replies(TEAM) == [("slack-5", "slack-4")]
+    again = stack.ingestor(NOW).ingest_lines([EDIT, reply], "replay.jsonl")  # re-deliveries after the import
+    assert (again.new, again.edited, again.present) == (0, 0, 2)
+
+    import_team(stack.graph, stack.vectors, lines, source="week-export.jsonl", as_team="platform-copy")
+    assert held("platform-copy") == before
+    ((copied_reply, copied_question),) = stack.graph.replies("platform-copy")
+    (q,) = stack.graph.get_episodes([copied_question])
+    (r,) = stack.graph.get_episodes([copied_reply])
+    assert (q.team, q.text, r.reply_to, r.thread_id) == ("platform-copy", "do we deploy on Fridays?", q.id, q.id)
