@@ -275,7 +275,13 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
 
     try:
         with build(settings, secrets) as services, shown, sigterm_interrupts():
-            report = reconcile(services.graph, services.vectors, repair=not args.check, progress=tell)
+            report = reconcile(
+                services.graph,
+                services.vectors,
+                repair=not args.check,
+                progress=tell,
+                floor=settings.distill.confidence_floor,
+            )
     except KeyboardInterrupt:
         return say_interrupted(shown, reconcile_interrupted_note(shown, args.check))
     text = f"drift: {report.missing} missing vectors, {report.orphans} orphan vectors; repaired {report.repaired}"

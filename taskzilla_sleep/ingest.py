@@ -7,14 +7,7 @@ a no-op (ids are unique per store: the error quotes nothing of another team's me
 write itself is all or nothing (see ``GraphStore.upsert_episodes``). Write discipline skips content
 a connected tool can re-derive: counted and logged, not stored.
 
-Edits: an item with ``edited_at`` whose id is stored with the same team, channel, author, time and
-provenance is a version of that message. A version newer than the stored one replaces its text
-(``GraphStore.edit_episodes``: one atomic write, which also makes the message raw, undistilled and
-no pattern's evidence, and sets ``edit_pending``); then the patterns that named it are re-scored
-without it, its vector is written from the new text and ``edit_pending`` is cleared. A crash in
-between leaves ``edit_pending`` set: the same ingest run again (or any later ingest of the message)
-finishes the follow-up, so it converges on what one uninterrupted run leaves. A version as old as or
-older than the stored one (an item without ``edited_at`` is the first version) is a no-op.
+Edits and threads: see ``edits.py``.
 """
 
 from __future__ import annotations
@@ -25,17 +18,17 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
 import structlog
 from pydantic import ValidationError
 
+from taskzilla_sleep.edits import edit_verdict, finish_edits, version_of
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.faults import crashpoint, pausepoint
 from taskzilla_sleep.inflight import announced
 from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.memory_admin.forget import DEFAULT_FLOOR, ForgetReport, rescore_without
+from taskzilla_sleep.memory_admin.forget import DEFAULT_FLOOR
 from taskzilla_sleep.models import (
     CONTENT_FIELDS,
     EPISODE_LIVE,
@@ -43,10 +36,9 @@ from taskzilla_sleep.models import (
     EpisodeIn,
     EpisodeStatus,
     from_ms,
-    to_ms,
 )
 from taskzilla_sleep.settings import ConnectorRule, IngestSettings
-from taskzilla_sleep.stores.ports import EpisodeEdit, EpisodeUpdate, GraphStore, StoredEpisode, VectorStore
+from taskzilla_sleep.stores.ports import EpisodeEdit, GraphStore, StoredEpisode, VectorStore
 from taskzilla_sleep.vector_meta import episode_metadata
 
 log = structlog.get_logger(__name__)
@@ -289,32 +281,6 @@ def id_clash(ep: Episode, stored: StoredEpisode) -> str | None:
 OWN_IDS = "ids are unique per store: prefix a connector's ids, e.g. tg-<chat>-<message>, or leave id out"
 
 
-EditVerdict = Literal["apply", "older", "ignore"]
-
-
-def _version(ep: Episode) -> int:
-    """Which version of its message ``ep`` is: its edit time (ms), -1 for the text as first sent."""
-    return to_ms(ep.edited_at) if ep.edited_at is not None else -1
-
-
-def edit_verdict(ep: Episode, stored: StoredEpisode) -> EditVerdict | None:
-    """What to do with ``ep`` whose id is stored with other content: ``apply`` a newer version of the
-    message, a no-op for a version as old or older (``older``) or for a message whose text is gone
-    (``ignore``); None when it is not a version of the stored message (an id clash: an error).
-
-    A version is the same team, channel, author, time and provenance with another text; it is one only
-    when either side says it was edited (the same id with other text and no edit time is an error)."""
-    if stored.fields.get("team") != ep.team:
-        return None
-    if any(stored.fields.get(f) is not None and stored.fields[f] != v for f, v in ep.content().items() if f != "text"):
-        return None
-    if ep.edited_at is None and stored.edited_at_ms is None:
-        return None
-    if _version(ep) <= (stored.edited_at_ms if stored.edited_at_ms is not None else -1):
-        return "older"
-    return "apply" if stored.status in EPISODE_LIVE else "ignore"
-
-
 def _same_message(a: Episode, b: Episode, where: str) -> str | None:
     """What makes two items of one file with the same id two messages (None: one message, maybe in
     two versions): the fields that differ, the text only when neither says it was edited."""
@@ -415,7 +381,7 @@ class Ingestor:
                 by_id[ep.id] = (n, ep)
             elif (diff := _same_message(ep, seen[1], f"{unit} {seen[0]}")) is not None:
                 errors.append(LineError(source, n, "id", f"id {ep.id!r} is already used by {unit} {seen[0]}: {diff}"))
-            elif _version(ep) > _version(seen[1]):  # two versions of one message: the newest counts
+            elif version_of(ep) > version_of(seen[1]):  # two versions of one message: the newest counts
                 by_id[ep.id] = (n, ep)
         self._raise_if(errors)
 
@@ -477,7 +443,9 @@ class Ingestor:
             report.edited_ids = pending
             report.edited = len(pending)
             report.present -= len(changed)  # a message whose text this run replaced is counted as edited
-            self._finish_edits([e for _, e in kept if e.id in set(pending)], source, now)
+            for team in sorted({e.team for _, e in kept if e.id in set(pending)}):
+                mine = [e.id for _, e in kept if e.id in set(pending) and e.team == team]
+                finish_edits(self._graph, self._vectors, team, mine, source, now, self._floor)
 
             live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
             report.vectors_repaired = self._embed_missing(live, set(existing), progress)
@@ -496,45 +464,6 @@ class Ingestor:
     def _edit(self, ep: Episode) -> EpisodeEdit:
         assert ep.edited_at is not None  # edit_verdict applies only versions with an edit time
         return EpisodeEdit(ep.id, ep.team, ep.text, ep.edited_at, ep.content_hash(), tuple(self._extractor.links(ep)))
-
-    def _finish_edits(self, episodes: Sequence[Episode], source: str, now: datetime) -> None:
-        """What follows an edit's graph write, each part idempotent: the patterns that named the message
-        as evidence re-scored without it, its vector written from the text the graph now holds, then
-        ``edit_pending`` cleared. Until then a rerun of the ingest finds it pending and does it again."""
-        by_team: dict[str, list[Episode]] = {}
-        for e in episodes:
-            by_team.setdefault(e.team, []).append(e)
-        for team, eps in sorted(by_team.items()):
-            ids = {e.id for e in eps}
-            report = ForgetReport(team=team, by="ingest", reason=f"edited ({source})")
-            rescore_without(
-                self._graph,
-                self._vectors,
-                team,
-                ids,
-                "ingest",
-                f"its message was edited ({source})",
-                now,
-                self._floor,
-                report,
-                cause="edited",
-            )
-            crashpoint("ingest.after_edit_rescore")
-            texts = self._graph.live_texts(team, "episode", sorted(ids))
-            fresh = {e.id: e for e in self._graph.get_episodes(sorted(texts))}
-            todo = sorted(i for i in texts if i in fresh)
-            if todo:
-                metas = [episode_metadata(fresh[i]) for i in todo]
-                self._vectors.upsert(team, "episodes", todo, [texts[i] for i in todo], metas)
-            self._graph.update_episodes([EpisodeUpdate(id=i, edit_pending=None) for i in sorted(ids)])
-            log.info(
-                "episodes_edited",
-                team=team,
-                episodes=len(ids),
-                patterns_rescored=len(report.patterns_rescored),
-                patterns_retired=len(report.patterns_retired),
-                episodes_returned=len(report.episodes_returned),
-            )
 
     @staticmethod
     def _raise_if(errors: Sequence[LineError]) -> None:

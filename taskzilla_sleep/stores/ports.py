@@ -86,9 +86,14 @@ class EpisodeStore(Protocol):
         """Each edit replaces the text of its live (raw or absorbed) episode of its team, unless the
         stored text is of an edit as new or newer: text, content hash and ``edited_at`` set, the episode
         raw again and undistilled (absorption, distill marks and EVIDENCED_BY links dropped: the new
-        text is judged afresh), its MENTIONS replaced by the edit's links, and ``edit_pending`` set
-        until the caller's follow-up (re-scoring, re-embedding) clears it. One atomic write; returns
+        text is judged afresh), its MENTIONS replaced by the edit's links, and ``edit_pending`` set (to
+        the graph's clock) until the caller's follow-up (re-scoring, re-embedding) clears it. One atomic write; returns
         the ids it changed."""
+        ...
+
+    def stale_edits(self, older_than_s: float = ...) -> dict[str, list[str]]:
+        """Episodes whose edit's follow-up has been pending for ``older_than_s`` (by the graph's clock):
+        its writer is gone (reconcile finishes them). Ids by team, sorted."""
         ...
 
     def link_replies(self, ids: Sequence[str]) -> None:

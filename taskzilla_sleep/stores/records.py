@@ -177,7 +177,7 @@ class EpisodeUpdate(ItemUpdate):
     distill_attempts: int | None = None
     distill_night: str | None = None
     declined_size: int | None = None
-    edit_pending: bool | None = None  # cleared (None) once an edit's follow-up is done
+    edit_pending: None = None  # given (as None): an edit's follow-up is done, the mark is cleared
 
 
 class PatternUpdate(ItemUpdate):

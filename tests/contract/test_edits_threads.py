@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 
+from taskzilla_sleep import edits as edits_module
 from taskzilla_sleep import ingest as ingest_module
+from taskzilla_sleep import reconcile as reconcile_module
 from taskzilla_sleep.ingest import EpisodeFileError
 from taskzilla_sleep.memory_admin import export_team, import_team
 from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, to_ms
+from taskzilla_sleep.reconcile import reconcile
 from taskzilla_sleep.stores.ports import EpisodeEdit, EpisodeUpdate, GraphStore
 from tests.contract.test_cycle import Stack
 from tests.contract.test_graph_store import T0, ep, links, pat
@@ -258,6 +261,7 @@ def test_a_crash_mid_edit_then_a_rerun_leaves_what_an_uninterrupted_run_leaves(
             raise Crash(name)
 
     monkeypatch.setattr(ingest_module, "crashpoint", crash)
+    monkeypatch.setattr(edits_module, "crashpoint", crash)
     with pytest.raises(Crash):
         stack.ingestor(NOW).ingest_lines([EDIT], "edit.jsonl")
     monkeypatch.undo()
@@ -268,6 +272,39 @@ def test_a_crash_mid_edit_then_a_rerun_leaves_what_an_uninterrupted_run_leaves(
     assert rerun.edited_ids == ["slack-2"]
     assert _state(stack) == expected
 
+
+def test_reconcile_finishes_an_edit_its_killed_ingest_left_pending(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.ingestor(NOW).ingest_lines(FIRST, "first.jsonl")
+    _believe(stack)
+    stack.ingestor(NOW).ingest_lines([EDIT], "edit.jsonl")
+    expected = _state(stack)
+    stack.graph.delete_all()
+    stack.vectors.delete_all()
+    stack.ingestor(NOW).ingest_lines(FIRST, "first.jsonl")
+    _believe(stack)
+
+    def crash(name: str) -> None:
+        if name == "ingest.after_edit":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ingest_module, "crashpoint", crash)
+    with pytest.raises(KeyboardInterrupt):
+        stack.ingestor(NOW).ingest_lines([EDIT], "edit.jsonl")
+    monkeypatch.undo()
+
+    young = reconcile(stack.graph, stack.vectors, repair=True, now=NOW)  # its writer may still be at work
+    assert young.stale_edits == 0 and stack.graph.stored_episodes(["slack-2"])["slack-2"].edit_pending
+    assert stack.graph.stale_edits(0.0) == {TEAM: ["slack-2"]}
+    monkeypatch.setattr(reconcile_module, "EDIT_STALE_AFTER_S", 0.0)  # ten minutes later
+    check = reconcile(stack.graph, stack.vectors, repair=False, now=NOW)
+    assert check.stale_edits == 1 and stack.graph.stored_episodes(["slack-2"])["slack-2"].edit_pending
+
+    done = reconcile(stack.graph, stack.vectors, repair=True, now=NOW)
+
+    assert done.stale_edits == 1 and stack.graph.stale_edits(0.0) == {}
+    assert _state(stack) == expected
 
 
 def test_threads_and_edits_survive_export_and_import(stack: Stack) -> None:

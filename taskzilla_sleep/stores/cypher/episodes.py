@@ -101,7 +101,7 @@ class CypherEpisodes(CypherBase):
                     r.get("content_hash"),
                     fields,
                     edited if isinstance(edited, int) else None,
-                    r.get("edit_pending") is True,
+                    r.get("edit_pending") is not None,
                 )
         return out
 
@@ -147,6 +147,12 @@ class CypherEpisodes(CypherBase):
             for x in edits
         ]
         return [str(r["id"]) for r in self._write(Q["edit_episodes"], {"rows": rows, "live": live_statuses("episode")})]
+
+    def stale_edits(self, older_than_s: float = STAGE_STALE_AFTER_S) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in self._read(Q["stale_edits"], {"age_ms": int(older_than_s * 1000)}):
+            out.setdefault(str(r["team"]), []).append(str(r["id"]))
+        return {t: sorted(ids) for t, ids in sorted(out.items())}
 
     def link_replies(self, ids: Sequence[str]) -> None:
         for part in chunks(list(ids), self._batch):

@@ -129,7 +129,7 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
             self.about = {x for x in self.about if x[0] not in pats and x[1] not in keys}
             self.evidence = {x for x in self.evidence if x[0] not in pats and x[1] not in eps}
             self.reply_links = {x for x in self.reply_links if x[0] not in eps and x[1] not in eps}
-            self.edit_pending -= eps
+            self.edit_pending = {i: t for i, t in self.edit_pending.items() if i not in eps}
             self.pattern_rels = {k: v for k, v in self.pattern_rels.items() if k[0] not in pats and k[2] not in pats}
             self.alert_for = {x for x in self.alert_for if x[0] not in alerts and x[1] not in cons}
             self.meta = {k: v for k, v in self.meta.items() if not k.endswith(f":{team}")}

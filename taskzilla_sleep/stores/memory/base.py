@@ -43,7 +43,7 @@ class MemoryBase:
         self.about: set[tuple[str, str]] = set()  # (pattern id, entity key)
         self.evidence: set[tuple[str, str]] = set()  # (pattern id, episode id)
         self.reply_links: set[tuple[str, str]] = set()  # (reply id, answered id): REPLY_TO
-        self.edit_pending: set[str] = set()  # episodes whose edit's follow-up is not done
+        self.edit_pending: dict[str, float] = {}  # episode id -> when its edit's follow-up began (not done)
         self.pattern_rels: dict[tuple[str, str, str], str | None] = {}  # (a, type, b) -> prompt
         self.contradiction_nodes: dict[str, Contradiction] = {}
         self.quarantined_from: dict[tuple[str, str], str] = {}  # (kind, id) -> status before

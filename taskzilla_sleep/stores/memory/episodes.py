@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
@@ -83,7 +84,7 @@ class MemoryEpisodes(MemoryBase):
                     }
                 )
                 self.hashes[x.id] = x.content_hash
-                self.edit_pending.add(x.id)
+                self.edit_pending[x.id] = time.time()
                 self.evidence = {v for v in self.evidence if v[1] != x.id}
                 self.mentions = {m for m in self.mentions if m[0] != x.id}
                 self._link_entities(x.links)
@@ -97,6 +98,14 @@ class MemoryEpisodes(MemoryBase):
             for k, v in (("team", e.team), ("kind", e.kind.value), ("name", e.name)):
                 known[k] = known[k] or v  # coalesce: what a bare MERGE left out is filled in
             self.mentions.add((lk.episode_id, e.key, lk.role))
+
+    def stale_edits(self, older_than_s: float = 600.0) -> dict[str, list[str]]:
+        with self._lock:
+            out: dict[str, list[str]] = {}
+            for i, began in self.edit_pending.items():
+                if began < time.time() - older_than_s and i in self.episode_nodes:
+                    out.setdefault(self.episode_nodes[i].team, []).append(i)
+            return {t: sorted(ids) for t, ids in sorted(out.items())}
 
     def link_replies(self, ids: Sequence[str]) -> None:
         with self._lock:
@@ -230,7 +239,7 @@ class MemoryEpisodes(MemoryBase):
         if e is None:
             return
         if "edit_pending" in u.model_fields_set:  # a property of the node, not of the model
-            (self.edit_pending.add if u.edit_pending else self.edit_pending.discard)(u.id)
+            self.edit_pending.pop(u.id, None)
             u = EpisodeUpdate.model_validate(u.model_dump(include=u.model_fields_set - {"edit_pending"}) | {"id": u.id})
         self.episode_nodes[u.id] = self._updated(e, u)
 

@@ -17,7 +17,7 @@ RETURN e.id AS id, e.status AS status, e.content_hash AS content_hash, e.team AS
 UNWIND $rows AS r
 MATCH (e:Episode {id: r.id})
 WHERE e.team = r.team AND e.status IN $live AND coalesce(e.edited_at, -1) < r.edited_at
-SET e.text = r.text, e.content_hash = r.content_hash, e.edited_at = r.edited_at, e.edit_pending = true,
+SET e.text = r.text, e.content_hash = r.content_hash, e.edited_at = r.edited_at, e.edit_pending = timestamp(),
     e.status = 'raw', e.schema_absorbed = 0
 // One property cleared per SET: FalkorDB 4.16 clears the wrong ones when one SET (or REMOVE) clears
 // several (FalkorDB#1787; tests/contract/test_graph_store.py).
@@ -42,6 +42,11 @@ FOREACH (l IN r.links |
     ON MATCH SET n.team = coalesce(n.team, l.team), n.kind = coalesce(n.kind, l.kind), n.name = coalesce(n.name, l.name)
     MERGE (e)-[:MENTIONS {role: l.role}]->(n))
 RETURN e.id AS id
+
+// -- stale_edits --
+MATCH (e:Episode)
+WHERE e.edit_pending IS NOT NULL AND e.edit_pending < timestamp() - $age_ms
+RETURN e.team AS team, e.id AS id
 
 // -- link_reply_parents --
 UNWIND $ids AS id

@@ -46,7 +46,10 @@ def test_a_reply_shows_the_number_or_the_text_of_the_message_it_answers() -> Non
 
 def test_the_step_quotes_a_message_answered_outside_the_group(fake: Fake) -> None:
     question = episode(
-        "q", "what is the limit for pull requests again?", "lea", at=DAY - timedelta(days=40),
+        "q",
+        "what is the limit for pull requests again?",
+        "lea",
+        at=DAY - timedelta(days=40),
         status=EpisodeStatus.ABSORBED,
     )
     said = rules()
