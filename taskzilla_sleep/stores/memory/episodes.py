@@ -110,16 +110,15 @@ class MemoryEpisodes(MemoryBase):
     def link_replies(self, ids: Sequence[str]) -> None:
         with self._lock:
             self._maybe_fail()
-            for i in ids:
-                e = self.episode_nodes.get(i)
-                if e is None:
-                    continue
+            asked = {i: e for i in ids if (e := self.episode_nodes.get(i)) is not None}
+            for e in asked.values():
                 answered = self.episode_nodes.get(e.reply_to) if e.reply_to is not None else None
                 if answered is not None and answered.team == e.team:
                     self.reply_links.add((e.id, answered.id))
-                for c in self.episode_nodes.values():
-                    if c.reply_to == e.id and c.team == e.team:
-                        self.reply_links.add((c.id, e.id))
+            for c in self.episode_nodes.values():  # one pass: the replies that came before
+                p = asked.get(c.reply_to) if c.reply_to is not None else None
+                if p is not None and p.team == c.team:
+                    self.reply_links.add((c.id, p.id))
 
     def replies(self, team: str) -> list[tuple[str, str]]:
         with self._lock:
