@@ -439,12 +439,16 @@ class Ingestor:
             self._graph.link_replies(ids)
             changed = self._graph.edit_episodes([self._edit(e) for e in edits])
             crashpoint("ingest.after_edit")
-            pending = sorted(set(changed) | {i for i in ids if i in stored and stored[i].edit_pending})
-            report.edited_ids = pending
+            # This run's edits, and those a crashed run of it left pending: their follow-up, by team.
+            pending = set(changed) | {i for i in ids if i in stored and stored[i].edit_pending}
+            report.edited_ids = sorted(pending)
             report.edited = len(pending)
             report.present -= len(changed)  # a message whose text this run replaced is counted as edited
-            for team in sorted({e.team for _, e in kept if e.id in set(pending)}):
-                mine = [e.id for _, e in kept if e.id in set(pending) and e.team == team]
+            by_team: dict[str, list[str]] = {}
+            for _, e in kept:
+                if e.id in pending:
+                    by_team.setdefault(e.team, []).append(e.id)
+            for team, mine in sorted(by_team.items()):
                 finish_edits(self._graph, self._vectors, team, mine, source, now, self._floor)
 
             live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
