@@ -54,6 +54,7 @@ class Services:
             clock or (lambda: datetime.now(UTC)),
             self.instruments,
             self.settings.worker.lease_ttl_s,
+            self.settings.distill.confidence_floor,
         )
 
     def close(self) -> None:

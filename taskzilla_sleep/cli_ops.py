@@ -167,7 +167,15 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
         with build(settings, secrets) as services, shown, sigterm_interrupts():
             ingestor = services.ingestor(clock=(lambda: args.now) if args.now else None)
             report = ingestor.ingest_lines(lines, source, progress)
-            audit(operator(args), "ingest", teams, report.new_ids, present=report.present, source=source)
+            audit(
+                operator(args),
+                "ingest",
+                teams,
+                report.new_ids + report.edited_ids,
+                present=report.present,
+                edited=report.edited,
+                source=source,
+            )
     except KeyboardInterrupt:
         return say_interrupted(shown, interrupted_note(source, progress))
     out = {
@@ -175,12 +183,17 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
         "present": report.present,
         "skipped": report.skipped,
         "skipped_by_connector": report.skipped_by_connector,
+        "edited": report.edited,
+        "edits_ignored": report.edits_ignored,
         "vectors_repaired": report.vectors_repaired,
     }
     s = max(shown.elapsed(), 1e-6)
     shown.finish(
         out | {"lines": read, "vectors_written": progress.embedded},
-        f"done in {s:.1f} s: {read} lines read, {report.new} new, {report.present} already present, "
+        f"done in {s:.1f} s: {read} lines read, {report.new} new, "
+        + (f"{report.edited} edited, " if report.edited else "")
+        + (f"{report.edits_ignored} edits ignored (text gone), " if report.edits_ignored else "")
+        + f"{report.present} already present, "
         f"{report.skipped} skipped, {progress.embedded} vectors written ({read / s:.0f} lines/s)",
     )
     print(json.dumps(out, indent=2) if args.json else report.summary())
@@ -262,18 +275,27 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
 
     try:
         with build(settings, secrets) as services, shown, sigterm_interrupts():
-            report = reconcile(services.graph, services.vectors, repair=not args.check, progress=tell)
+            report = reconcile(
+                services.graph,
+                services.vectors,
+                repair=not args.check,
+                progress=tell,
+                floor=settings.distill.confidence_floor,
+            )
     except KeyboardInterrupt:
         return say_interrupted(shown, reconcile_interrupted_note(shown, args.check))
     text = f"drift: {report.missing} missing vectors, {report.orphans} orphan vectors; repaired {report.repaired}"
     if report.in_flight:
         text += f"; {report.in_flight} episodes an ingest in flight is still embedding (not drift)"
+    if report.stale_edits:
+        what = "found" if args.check else "finished"
+        text += f"; {what} {report.stale_edits} edits an interrupted ingest left pending"
     if report.rebuild_leftovers:
         what = "found" if args.check else "dropped"
         text += f"; {what} what an interrupted collection rebuild left: {', '.join(report.rebuild_leftovers)}"
     data = report.model_dump(mode="json") | {"drift": report.drift, "repaired": report.repaired}
     data["in_flight"] = report.in_flight
-    totals = {k: data[k] for k in ("repair", "stale_stages", "quarantined", "drift")}
+    totals = {k: data[k] for k in ("repair", "stale_stages", "stale_edits", "quarantined", "drift")}
     totals |= {"missing": report.missing, "orphans": report.orphans, "repaired": report.repaired}
     shown.finish(totals, f"done in {shown.elapsed():.1f} s: {text}")
     emit(args, data, text)

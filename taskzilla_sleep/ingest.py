@@ -6,6 +6,8 @@ already stored (or used earlier in the file) with other content is an error, wit
 a no-op (ids are unique per store: the error quotes nothing of another team's message). The graph
 write itself is all or nothing (see ``GraphStore.upsert_episodes``). Write discipline skips content
 a connected tool can re-derive: counted and logged, not stored.
+
+Edits and threads: see ``edits.py``.
 """
 
 from __future__ import annotations
@@ -20,23 +22,24 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from pydantic import ValidationError
 
+from taskzilla_sleep.edits import edit_verdict, finish_edits, version_of
 from taskzilla_sleep.entities import EntityExtractor
 from taskzilla_sleep.errors import InputError
 from taskzilla_sleep.faults import crashpoint, pausepoint
 from taskzilla_sleep.inflight import announced
 from taskzilla_sleep.instruments import Instruments
+from taskzilla_sleep.memory_admin.forget import DEFAULT_FLOOR
 from taskzilla_sleep.models import (
     CONTENT_FIELDS,
     EPISODE_LIVE,
     Episode,
     EpisodeIn,
     EpisodeStatus,
-    Pattern,
     from_ms,
-    to_ms,
 )
 from taskzilla_sleep.settings import ConnectorRule, IngestSettings
-from taskzilla_sleep.stores.ports import GraphStore, MetaValue, StoredEpisode, VectorStore
+from taskzilla_sleep.stores.ports import EpisodeEdit, GraphStore, StoredEpisode, VectorStore
+from taskzilla_sleep.vector_meta import episode_metadata
 
 log = structlog.get_logger(__name__)
 
@@ -74,9 +77,17 @@ class IngestReport:
     vectors_repaired: int = 0
     skipped_by_connector: dict[str, int] = field(default_factory=dict)
     new_ids: list[str] = field(default_factory=list)
+    edited: int = 0  # stored messages whose text a later edit replaced (by this run or a crashed one)
+    edits_ignored: int = 0  # edits of a message whose text is gone (retired, pruned, forgotten)
+    edited_ids: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return f"{self.new} new, {self.present} already present, {self.skipped} skipped by write discipline"
+        edits = f", {self.edited} edited" if self.edited else ""
+        ignored = f", {self.edits_ignored} edits of messages no longer held ignored" if self.edits_ignored else ""
+        return (
+            f"{self.new} new{edits}, {self.present} already present, {self.skipped} skipped by write discipline"
+            f"{ignored}"
+        )
 
 
 EMBED_BATCH = 256  # episodes embedded per vector write: the unit of progress and of what Ctrl-C loses
@@ -113,7 +124,7 @@ def reason_of(err: Mapping[str, object]) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
-        return "unknown field (allowed: id, team, channel, author, text, ts, provenance, connector)"
+        return f"unknown field (allowed: {', '.join(EpisodeIn.model_fields)})"
     if kind == "enum":
         return f"must be one of human, bot, ai-draft, import (got {err.get('input')!r})"
     if kind == "string_pattern_mismatch":
@@ -147,6 +158,16 @@ class Limits:
                 f"{item.ts.isoformat()} is more than {_hours(self.max_future)} after the ingest clock "
                 f"{now.isoformat()} (ingest.max_future_hours)"
             )
+        if item.edited_at is not None:
+            if item.edited_at < item.ts:
+                return "edited_at", f"{item.edited_at.isoformat()} is before the message's ts {item.ts.isoformat()}"
+            if item.edited_at > latest:
+                return "edited_at", (
+                    f"{item.edited_at.isoformat()} is more than {_hours(self.max_future)} after the ingest clock "
+                    f"{now.isoformat()} (ingest.max_future_hours)"
+                )
+        if item.reply_to is not None and item.reply_to == item.id:
+            return "reply_to", "a message cannot answer itself"
         return None
 
 
@@ -260,6 +281,22 @@ def id_clash(ep: Episode, stored: StoredEpisode) -> str | None:
 OWN_IDS = "ids are unique per store: prefix a connector's ids, e.g. tg-<chat>-<message>, or leave id out"
 
 
+def _same_message(a: Episode, b: Episode, where: str) -> str | None:
+    """What makes two items of one file with the same id two messages (None: one message, maybe in
+    two versions): the fields that differ, the text only when neither says it was edited."""
+    if a.edited_at is None and b.edited_at is None:
+        return _same_content(a, b, where)
+    if a.edited_at == b.edited_at and a.text != b.text:
+        return f"two versions edited at {a.edited_at.isoformat() if a.edited_at else ''} with other texts"
+    mine, theirs = a.content(), b.content()
+    diffs = [
+        f"{f} {_show(f, mine[f])} ({where}: {_show(f, theirs[f])})"
+        for f in CONTENT_FIELDS
+        if f != "text" and mine[f] != theirs[f]
+    ]
+    return ", ".join(diffs) or None
+
+
 def _same_content(a: Episode, b: Episode, where: str) -> str | None:
     """What differs between two items of one file with the same id (``where``: the other's line/item)."""
     mine, theirs = a.content(), b.content()
@@ -286,20 +323,6 @@ class WriteDiscipline:
         return None
 
 
-def pattern_metadata(p: Pattern) -> dict[str, MetaValue]:
-    """What a pattern's vector carries besides its statement (every writer of pattern vectors uses it)."""
-    return {"kind": p.kind.value, "topic": p.topic}
-
-
-def episode_metadata(ep: Episode) -> dict[str, MetaValue]:
-    return {
-        "channel": ep.channel,
-        "author": ep.author,
-        "ts": to_ms(ep.ts),
-        "provenance": ep.provenance.value,
-    }
-
-
 class Ingestor:
     def __init__(
         self,
@@ -311,8 +334,10 @@ class Ingestor:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         instruments: Instruments | None = None,
         mark_ttl_s: float = 120.0,
+        floor: float = DEFAULT_FLOOR,
     ) -> None:
         self._graph = graph
+        self._floor = floor  # distill.confidence_floor: a pattern re-scored after an edit uses the nightly rule
         self._mark_ttl_s = mark_ttl_s  # how long an announced ingest's mark lasts unless renewed
         self._instruments = instruments
         self._vectors = vectors
@@ -354,8 +379,10 @@ class Ingestor:
             seen = by_id.get(ep.id)
             if seen is None:
                 by_id[ep.id] = (n, ep)
-            elif (diff := _same_content(ep, seen[1], f"{unit} {seen[0]}")) is not None:
+            elif (diff := _same_message(ep, seen[1], f"{unit} {seen[0]}")) is not None:
                 errors.append(LineError(source, n, "id", f"id {ep.id!r} is already used by {unit} {seen[0]}: {diff}"))
+            elif version_of(ep) > version_of(seen[1]):  # two versions of one message: the newest counts
+                by_id[ep.id] = (n, ep)
         self._raise_if(errors)
 
         kept: list[tuple[int, Episode]] = []
@@ -371,8 +398,19 @@ class Ingestor:
         # The same id with the same content is a re-delivery (a no-op); with other content it is an
         # error: storing nothing under it while answering "already present" would lose the message.
         stored = self._graph.stored_episodes([e.id for _, e in kept])
+        edits: list[Episode] = []
         for n, ep in kept:
-            if ep.id in stored and (clash := id_clash(ep, stored[ep.id])) is not None:
+            if ep.id not in stored:
+                continue
+            if (clash := id_clash(ep, stored[ep.id])) is None:
+                continue
+            verdict = edit_verdict(ep, stored[ep.id])
+            if verdict == "apply":
+                edits.append(ep)
+            elif verdict == "ignore":
+                report.edits_ignored += 1
+                log.info("episode_edit_ignored", episode_id=ep.id, status=stored[ep.id].status.value)
+            elif verdict is None:
                 errors.append(LineError(source, n, "id", clash))
         self._raise_if(errors)
         existing = {i: s.status for i, s in stored.items()}
@@ -397,6 +435,22 @@ class Ingestor:
                 self._instruments.ingested(report.new, report.skipped_by_connector)
             crashpoint("ingest.after_graph")
 
+            ids = [e.id for _, e in kept]
+            self._graph.link_replies(ids)
+            changed = self._graph.edit_episodes([self._edit(e) for e in edits])
+            crashpoint("ingest.after_edit")
+            # This run's edits, and those a crashed run of it left pending: their follow-up, by team.
+            pending = set(changed) | {i for i in ids if i in stored and stored[i].edit_pending}
+            report.edited_ids = sorted(pending)
+            report.edited = len(pending)
+            report.present -= len(changed)  # a message whose text this run replaced is counted as edited
+            by_team: dict[str, list[str]] = {}
+            for _, e in kept:
+                if e.id in pending:
+                    by_team.setdefault(e.team, []).append(e.id)
+            for team, mine in sorted(by_team.items()):
+                finish_edits(self._graph, self._vectors, team, mine, source, now, self._floor)
+
             live = [e for _, e in kept if existing.get(e.id, EpisodeStatus.RAW) in EPISODE_LIVE]
             report.vectors_repaired = self._embed_missing(live, set(existing), progress)
         log.info(
@@ -404,10 +458,16 @@ class Ingestor:
             source=source,
             new=report.new,
             present=report.present,
+            edited=report.edited,
+            edits_ignored=report.edits_ignored,
             skipped=report.skipped,
             vectors_repaired=report.vectors_repaired,
         )
         return report
+
+    def _edit(self, ep: Episode) -> EpisodeEdit:
+        assert ep.edited_at is not None  # edit_verdict applies only versions with an edit time
+        return EpisodeEdit(ep.id, ep.team, ep.text, ep.edited_at, ep.content_hash(), tuple(self._extractor.links(ep)))
 
     @staticmethod
     def _raise_if(errors: Sequence[LineError]) -> None:

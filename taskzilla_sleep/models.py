@@ -12,7 +12,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    field_validator,
+)
 
 ID_RE = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 TEAM_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
@@ -182,7 +190,19 @@ class EpisodeIn(BaseModel):
                     "text": "reminder: no deploys to production on Fridays",
                     "ts": "2026-11-27T10:02:00+01:00",
                     "provenance": "human",
-                }
+                },
+                {
+                    "id": "slack-C024BE91L-1732790580.000300",
+                    "team": "platform",
+                    "channel": "deploys",
+                    "author": "tom",
+                    "text": "agreed: no Friday deploys, hotfixes excepted",
+                    "ts": "2026-11-27T10:03:00+01:00",
+                    "provenance": "human",
+                    "thread_id": "slack-C024BE91L-1732790520.000200",
+                    "reply_to": "slack-C024BE91L-1732790520.000200",
+                    "edited_at": "2026-11-27T10:05:00+01:00",
+                },
             ]
         },
     )
@@ -195,8 +215,14 @@ class EpisodeIn(BaseModel):
     ts: Time
     provenance: Provenance
     connector: Annotated[StorableStr, StringConstraints(min_length=1, max_length=64)] | None = None
+    # Threads: the chat's thread (its root message's id, or the platform's thread id) and the message
+    # this one answers. Free ids: the message answered may arrive later, or never.
+    thread_id: EpisodeId | None = None
+    reply_to: EpisodeId | None = None
+    # When the text was last edited: a later edit of a stored message replaces its text (see ingest).
+    edited_at: Time | None = None
 
-    @field_validator("ts", mode="before")
+    @field_validator("ts", "edited_at", mode="before")
     @classmethod
     def _not_a_number(cls, v: object) -> object:
         # pydantic reads a number (or a numeric string) as Unix seconds in UTC: a guess, not a zone.
@@ -206,10 +232,10 @@ class EpisodeIn(BaseModel):
             )
         return v
 
-    @field_validator("ts")
+    @field_validator("ts", "edited_at")
     @classmethod
-    def _aware(cls, v: datetime) -> datetime:
-        if v.tzinfo is None or v.utcoffset() is None:
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and (v.tzinfo is None or v.utcoffset() is None):
             raise ValueError("timestamp has no timezone offset (write e.g. 2026-11-30T10:02:00+01:00)")
         return v
 
@@ -234,6 +260,9 @@ class Episode(BaseModel):
     ts: Time
     provenance: Provenance
     connector: str | None = None
+    thread_id: str | None = None
+    reply_to: str | None = None  # the id of the message this one answers (a REPLY_TO link once both are stored)
+    edited_at: Time | None = None  # the edit whose text this is (None: the text as first sent)
     status: EpisodeStatus = EpisodeStatus.RAW
     schema_absorbed: int = 0
     absorbed_at: Time | None = None
@@ -281,6 +310,9 @@ class Episode(BaseModel):
             ts=item.ts,
             provenance=item.provenance,
             connector=item.connector,
+            thread_id=item.thread_id,
+            reply_to=item.reply_to,
+            edited_at=item.edited_at,
             ingested_at=ingested_at,
         )
 

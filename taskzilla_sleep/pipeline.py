@@ -237,7 +237,14 @@ class _Night:
         # Only this night's teams: another replica may be half-way through a step of any other team.
         mine = self.request.teams
         with self.hooks.quiet():
-            drift = reconcile(self.graph, self.services.vectors, repair=True, now=self.request.now, teams=mine)
+            drift = reconcile(
+                self.graph,
+                self.services.vectors,
+                repair=True,
+                now=self.request.now,
+                teams=mine,
+                floor=self.services.settings.distill.confidence_floor,
+            )
         self.result.repaired_drift = drift.repaired
         if self.hooks.instruments is not None:
             self.hooks.instruments.drift_items.inc(drift.drift)

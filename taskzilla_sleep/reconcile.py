@@ -9,6 +9,9 @@ interrupted collection rebuild left behind (stores/chroma_generations.py).
 An ingest in flight is not drift: the episodes an announced ingest (``inflight.py``) stored and is
 still embedding are left out — counted as ``in_flight``, neither reported as drift nor embedded
 twice — whichever process runs the ingest and whichever runs the reconcile.
+
+An edit whose follow-up (re-scoring, the new vector) a killed ingest left pending for
+``EDIT_STALE_AFTER_S`` is finished here (``ingest.finish_edits``): its writer is gone.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import structlog
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep import inflight
-from taskzilla_sleep.ingest import episode_metadata, pattern_metadata
+from taskzilla_sleep.edits import finish_edits
+from taskzilla_sleep.memory_admin.forget import DEFAULT_FLOOR
 from taskzilla_sleep.quarantine import settle
 from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, VectorKind, VectorStore
+from taskzilla_sleep.vector_meta import episode_metadata, pattern_metadata
 
 log = structlog.get_logger(__name__)
 
@@ -30,6 +35,8 @@ KINDS: tuple[tuple[ItemKind, VectorKind], ...] = (("episode", "episodes"), ("pat
 # A collection rebuild copies a team's vectors in seconds: one still being built after an hour was
 # abandoned (younger ones may be another replica's rebuild in flight; superseded ones go at once).
 REBUILD_GRACE_S = 3600.0
+# An edit's follow-up takes seconds: one pending for ten minutes lost its ingest (as a stale stage).
+EDIT_STALE_AFTER_S = 600.0
 
 
 class DriftCounts(BaseModel):
@@ -43,6 +50,7 @@ class ReconcileReport(BaseModel):
     repair: bool
     by_team: dict[str, dict[str, DriftCounts]] = Field(default_factory=dict)
     stale_stages: int = 0  # ingests interrupted mid-write whose invisible staged episodes were dropped
+    stale_edits: int = 0  # edits whose follow-up an interrupted ingest left pending (finished unless --check)
     quarantined: int = 0  # stored items found unreadable (quarantined unless --check)
     rebuild_leftovers: list[str] = Field(
         default_factory=list
@@ -76,13 +84,20 @@ def reconcile(
     now: datetime | None = None,
     progress: Callable[[int, int], None] | None = None,
     teams: Sequence[str] | None = None,
+    floor: float = DEFAULT_FLOOR,
 ) -> ReconcileReport:
     """``progress(done, total)``: team collections checked (and repaired) so far, of all of them.
-    ``teams``: only these (a worker's team job; another replica may be mid-step on any other team)."""
+    ``teams``: only these (a worker's team job; another replica may be mid-step on any other team).
+    ``floor``: ``distill.confidence_floor``, for the beliefs a stale edit's follow-up re-scores."""
     report = ReconcileReport(repair=repair)
     began = inflight.now_ms()  # an ingest running at any time from here on is not drift
     if repair:
         report.stale_stages = graph.drop_stale_stages()
+    edits = {t: ids for t, ids in graph.stale_edits(EDIT_STALE_AFTER_S).items() if teams is None or t in teams}
+    report.stale_edits = sum(len(ids) for ids in edits.values())
+    for team, ids in edits.items() if repair else ():
+        log.warning("edit_finished_late", team=team, episodes=len(ids))
+        finish_edits(graph, vectors, team, ids, "reconcile", now or datetime.now(UTC), floor)
     report.rebuild_leftovers = vectors.drop_leftovers(REBUILD_GRACE_S, dry_run=not repair)
     teams = sorted(set(graph.teams()) | set(vectors.teams())) if teams is None else sorted(teams)
     total = len(teams) * len(KINDS)
@@ -126,6 +141,7 @@ def reconcile(
         repaired=report.repaired,
         in_flight=report.in_flight,
         stale_stages=report.stale_stages,
+        stale_edits=report.stale_edits,
         quarantined=report.quarantined,
         rebuild_leftovers=len(report.rebuild_leftovers),
     )

@@ -282,7 +282,15 @@ class MemoryService:
         with self.gate.running():
             report = self.ingestor.ingest_items(items, source=source)
         teams = sorted({i.team for i in items})
-        audit(access, "ingest", ",".join(teams), report.new_ids, present=report.present, skipped=report.skipped)
+        audit(
+            access,
+            "ingest",
+            ",".join(teams),
+            report.new_ids + report.edited_ids,
+            present=report.present,
+            skipped=report.skipped,
+            edited=report.edited,
+        )
         if report.new:
             self.on_ingest()
         return report

@@ -175,6 +175,8 @@ def create_app(deps: ApiDeps) -> FastAPI:
             present=report.present,
             skipped=report.skipped,
             skipped_by_connector=report.skipped_by_connector,
+            edited=report.edited,
+            edits_ignored=report.edits_ignored,
         )
 
     @v1.get("/recall", operation_id="recall", response_model=RecallResult, responses=READ_TEAM)

@@ -23,6 +23,8 @@ class IngestResult(BaseModel):
     present: int
     skipped: int
     skipped_by_connector: dict[str, int]
+    edited: int = 0  # stored messages whose text a newer edit (edited_at) replaced
+    edits_ignored: int = 0  # edits of messages whose text is gone (retired, pruned, forgotten)
 
 
 class ResolveRequest(BaseModel):

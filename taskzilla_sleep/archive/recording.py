@@ -35,6 +35,8 @@ UNRECORDED_WRITES: Mapping[str, str] = {
     "abandon_dead_runs": "the ledger's own bookkeeping",
     "upsert_episodes": "ingest is not a change a night makes (a message arriving)",
     "drop_stale_stages": "what an interrupted ingest left invisible",
+    "edit_episodes": "ingest: a message's edit arriving (a newer text), not a change a night makes",
+    "link_replies": "ingest: a reply's link to the message it answers",
     "restore_episodes": "import",
     "restore_pattern_links": "import",
     "restore_contradictions": "import",

@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field
 from taskzilla_sleep.archive.recording import recorded
 from taskzilla_sleep.errors import Conflict, NotFound
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.ingest import episode_metadata, pattern_metadata
 from taskzilla_sleep.models import ContradictionStatus, EpisodeStatus, PatternStatus, iso_time
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
@@ -39,6 +38,7 @@ from taskzilla_sleep.stores.ports import (
     PatternUpdate,
     VectorStore,
 )
+from taskzilla_sleep.vector_meta import episode_metadata, pattern_metadata
 
 log = structlog.get_logger(__name__)
 

@@ -39,6 +39,10 @@ class EpisodeView(BaseModel):
     text: str
     provenance: str = "human"
     entities: tuple[str, ...] = ()  # names it mentions (projects, tools, tags, people): not shown to a model
+    reply_to: str | None = None  # the id of the message it answers (shown by number when in the same group)
+    # The message it answers when that is not in the group ("author: text"), so the model reads the reply
+    # with its question; None when it is in the group, or not stored.
+    answered: str | None = None
 
 
 class DistillRequest(BaseModel):

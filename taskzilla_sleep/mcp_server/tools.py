@@ -199,6 +199,8 @@ def build_server(service: MemoryService, access: Access | None) -> MCPServer[Any
             present=report.present,
             skipped=report.skipped,
             skipped_by_connector=report.skipped_by_connector,
+            edited=report.edited,
+            edits_ignored=report.edits_ignored,
         )
 
     @_tool(server, reads)

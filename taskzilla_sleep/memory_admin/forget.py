@@ -28,7 +28,6 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskzilla_sleep.errors import InputError, NotFound
-from taskzilla_sleep.ingest import episode_metadata
 from taskzilla_sleep.models import (
     PATTERN_LIVE,
     TEAM_RE,
@@ -43,6 +42,7 @@ from taskzilla_sleep.models import (
 from taskzilla_sleep.policies import Ledger, ledger_confidence, status_for
 from taskzilla_sleep.settings import DistillSettings
 from taskzilla_sleep.stores.ports import EpisodeUpdate, Forgetting, GraphStore, PatternUpdate, VectorStore
+from taskzilla_sleep.vector_meta import episode_metadata
 
 DEFAULT_FLOOR: float = DistillSettings().confidence_floor
 
@@ -160,12 +160,30 @@ def _forget_episodes(
     graph.forget_archived("Episode", [e.id for e in episodes])
     graph.forget_episodes([Forgetting(e.id, now, by, reason) for e in todo])
     gone = {e.id for e in episodes}
+    rescore_without(graph, vectors, team, gone, by, reason, now, floor, report)
+    vectors.delete(team, "episodes", sorted(gone))
+    return report
+
+
+def rescore_without(
+    graph: GraphStore,
+    vectors: VectorStore,
+    team: str,
+    gone: set[str],
+    by: str,
+    reason: str,
+    now: datetime,
+    floor: float,
+    report: ForgetReport,
+    cause: str = "forgotten",
+) -> None:
+    """Every pattern of ``team`` that names one of ``gone`` as evidence re-scored without them (the
+    ledger rule; retired when no supporting episode is left, ``cause`` saying why). Idempotent: a
+    pattern re-scored names none of them any more."""
     for pid in [p.id for p in graph.patterns(team) if gone & set(p.evidence_ids)]:
         # Read again: closing a contradiction of an earlier one may have changed this one.
         for p in graph.patterns_by_id([pid]):
-            _rescore(graph, vectors, p, gone, by, reason, now, floor, report)
-    vectors.delete(team, "episodes", sorted(gone))
-    return report
+            _rescore(graph, vectors, p, gone, by, reason, now, floor, report, cause)
 
 
 def _rescore(
@@ -178,6 +196,7 @@ def _rescore(
     now: datetime,
     floor: float,
     report: ForgetReport,
+    cause: str = "forgotten",
 ) -> None:
     left = [i for i in p.evidence_ids if i not in gone]
     known = graph.get_episodes(left)
@@ -208,7 +227,7 @@ def _rescore(
                 "status": status,
                 "archived_by": by,
                 "archived_at": now,
-                "archived_reason": f"forgotten: no supporting episode left ({reason})",
+                "archived_reason": f"{cause}: no supporting episode left ({reason})",
                 "valid_to": now,
             }
             report.patterns_retired.append(p.id)

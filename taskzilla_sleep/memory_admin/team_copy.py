@@ -121,6 +121,9 @@ def _episode(e: EpisodeLine, ids: IdMap, key: Callable[[str], str]) -> EpisodeLi
             "id": ids.episode(e.id),
             "team": ids.team,
             "absorbed_by": ids.pattern(e.absorbed_by) if e.absorbed_by else None,
+            # A thread's ids follow the messages of the file; one the file does not hold stays as sent.
+            "reply_to": ids.episodes.get(e.reply_to, e.reply_to) if e.reply_to else None,
+            "thread_id": ids.episodes.get(e.thread_id, e.thread_id) if e.thread_id else None,
             "mentions": [m.model_copy(update={"key": key(m.key)}) for m in e.mentions],
         }
     )

@@ -29,7 +29,6 @@ import structlog
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.errors import Conflict
-from taskzilla_sleep.ingest import episode_metadata
 from taskzilla_sleep.memory_admin.export_file import (
     META_KEYS,
     EpisodeLine,
@@ -60,6 +59,7 @@ from taskzilla_sleep.stores.ports import (
     PatternLink,
     VectorStore,
 )
+from taskzilla_sleep.vector_meta import episode_metadata
 
 log = structlog.get_logger(__name__)
 
@@ -210,6 +210,7 @@ def import_team(
         graph.restore_episodes(records[i : i + BATCH])
         written += len(records[i : i + BATCH])
         tell("graph", written, total)
+    graph.link_replies([r.episode.id for r in records if r.episode.reply_to])  # REPLY_TO, within the team
     patterns: list[PatternLine] = items["pattern"]
     for p in patterns:
         plain = Pattern.model_validate(p.model_dump(exclude={"type", "about", "evidence_links"}))

@@ -31,6 +31,7 @@ from taskzilla_sleep.stores.records import (
     ChangeKind,
     ChangeRecord,
     EpisodeCard,
+    EpisodeEdit,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -80,6 +81,30 @@ class EpisodeStore(Protocol):
         All or nothing, whatever the backend raises: no reader sees a part of it. Returns how many
         episodes were created.
         """
+        ...
+
+    def edit_episodes(self, edits: Sequence[EpisodeEdit]) -> list[str]:
+        """Each edit replaces the text of its live (raw or absorbed) episode of its team, unless the
+        stored text is of an edit as new or newer: text, content hash and ``edited_at`` set, the episode
+        raw again and undistilled (absorption, distill marks and EVIDENCED_BY links dropped: the new
+        text is judged afresh), its MENTIONS replaced by the edit's links, and ``edit_pending`` set (to
+        the graph's clock) until the caller's follow-up (re-scoring, re-embedding) clears it. One atomic write; returns
+        the ids it changed."""
+        ...
+
+    def stale_edits(self, older_than_s: float = ...) -> dict[str, list[str]]:
+        """Episodes whose edit's follow-up has been pending for ``older_than_s`` (by the graph's clock):
+        its writer is gone (reconcile finishes them). Ids by team, sorted."""
+        ...
+
+    def link_replies(self, ids: Sequence[str]) -> None:
+        """A REPLY_TO link from each stored episode among ``ids`` to the episode of its team it answers
+        (``reply_to``), and from each stored reply of its team to it: whichever arrived first, the
+        link exists once both are stored (never across teams). Idempotent; batched."""
+        ...
+
+    def replies(self, team: str) -> list[tuple[str, str]]:
+        """Every REPLY_TO link of ``team`` as (reply id, answered id), sorted."""
         ...
 
     def drop_stale_stages(self, older_than_s: float = ...) -> int:
@@ -501,6 +526,7 @@ __all__ = [
     "EpisodeRecord",
     "EpisodeStore",
     "EpisodeCard",
+    "EpisodeEdit",
     "EpisodeUpdate",
     "Forgetting",
     "GraphBackend",

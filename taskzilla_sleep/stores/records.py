@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, Provenance, Time
+from taskzilla_sleep.models import EntityLink, Episode, EpisodeStatus, PatternStatus, Provenance, Time
 
 ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]
@@ -35,6 +35,20 @@ class StoredEpisode:
     status: EpisodeStatus
     content_hash: str | None  # None: stored before hashes were kept
     fields: Mapping[str, object]  # CONTENT_FIELDS still on the node (text is None once retired/pruned)
+    edited_at_ms: int | None = None  # the edit the stored text is (None: as first sent)
+    edit_pending: bool = False  # an edit's graph write committed; its follow-up (re-score, re-embed) may not have
+
+
+@dataclass(frozen=True)
+class EpisodeEdit:
+    """A later version of a stored episode's text (``edit_episodes``), with the entities it mentions."""
+
+    id: str
+    team: str
+    text: str
+    edited_at: datetime
+    content_hash: str
+    links: tuple[EntityLink, ...]
 
 
 @dataclass(frozen=True)
@@ -163,6 +177,7 @@ class EpisodeUpdate(ItemUpdate):
     distill_attempts: int | None = None
     distill_night: str | None = None
     declined_size: int | None = None
+    edit_pending: None = None  # given (as None): an edit's follow-up is done, the mark is cleared
 
 
 class PatternUpdate(ItemUpdate):

@@ -134,9 +134,58 @@ def test_ingest_validates_everything_first_and_writes_nothing_on_error(services:
     ok = c.post("/v1/episodes", json=body(ep(1), ep(2)))
     assert ok.status_code == 200 and ok.json()["new"] == 2 and c.woke == [1]  # type: ignore[attr-defined]
     again = c.post("/v1/episodes", json=body(ep(1), ep(2)))
-    assert again.json() == {"new": 0, "present": 2, "skipped": 0, "skipped_by_connector": {}}
+    assert again.json() == {
+        "new": 0,
+        "present": 2,
+        "skipped": 0,
+        "skipped_by_connector": {},
+        "edited": 0,
+        "edits_ignored": 0,
+    }
     bare = c.post("/v1/episodes", json=[ep(3)])  # the body is an object with an `episodes` list
     assert bare.status_code == 422 and bare.json()["error"]["details"][0]["field"] == ""
+
+
+def test_an_edit_replaces_the_text_and_an_older_one_changes_nothing(services: Services) -> None:
+    c = client(services, tokens=GRANTS, default_team=None)
+    first = ep(1, id="slack-1", text="we deploy on Fridays", thread_id="slack-1")
+    reply = ep(2, id="slack-2", text="never on Fridays", reply_to="slack-1", thread_id="slack-1")
+    assert c.post("/v1/episodes", json=body(first, reply), headers=bearer(WRITER)).json()["new"] == 2
+    clash = c.post("/v1/episodes", json=body(first | {"text": "we deploy on Mondays"}), headers=bearer(WRITER))
+    assert clash.status_code == 422 and clash.json()["error"]["details"][0]["field"] == "id"  # no edited_at
+
+    edited = first | {"text": "we deploy on Mondays", "edited_at": "2026-11-27T11:00:00+01:00"}
+    r = c.post("/v1/episodes", json=body(edited), headers=bearer(WRITER))
+
+    assert r.status_code == 200 and (r.json()["edited"], r.json()["new"]) == (1, 0), r.text
+    (got,) = services.graph.get_episodes(["slack-1"])
+    assert got.text == "we deploy on Mondays" and got.edited_at == datetime.fromisoformat("2026-11-27T11:00:00+01:00")
+    hits = c.get("/v1/recall", params={"q": "deploy on Mondays", "team": "platform"}, headers=bearer(READER)).json()
+    assert any(i["id"] == "slack-1" and i["text"] == "we deploy on Mondays" for i in hits["items"]), hits
+    older = edited | {"text": "we deploy on Sundays", "edited_at": "2026-11-27T10:30:00+01:00"}
+    late = c.post("/v1/episodes", json=body(older, first), headers=bearer(WRITER))
+    assert late.status_code == 200 and (late.json()["edited"], late.json()["present"]) == (0, 1)
+    assert services.graph.get_episodes(["slack-1"])[0].text == "we deploy on Mondays"
+    assert services.graph.replies("platform") == [("slack-2", "slack-1")]
+    bad = c.post("/v1/episodes", json=body(ep(3, edited_at="2026-11-27T09:00:00+01:00")), headers=bearer(WRITER))
+    assert bad.status_code == 422 and bad.json()["error"]["details"][0]["field"] == "edited_at"
+
+
+def test_an_id_another_team_holds_is_said_to_be_taken_and_nothing_of_its_message(services: Services) -> None:
+    c = client(services, tokens=GRANTS, default_team=None)
+    mine = ep(1, id="chat-7", text="the vault password rotates on Mondays", author="secretive")
+    assert c.post("/v1/episodes", json=body(mine), headers=bearer(WRITER)).json()["new"] == 1
+    for theirs in (
+        ep(1, id="chat-7", team="ops", text="standup moved"),
+        ep(1, id="chat-7", team="ops", text="standup moved", edited_at="2026-11-27T12:00:00+01:00"),
+    ):
+        r = c.post("/v1/episodes", json=body(theirs), headers=bearer(OTHER))
+        assert r.status_code == 422, r.text
+        detail = r.json()["error"]["details"][0]
+        assert detail["field"] == "id" and "already used by another message" in detail["reason"]
+        shown = r.text.casefold()
+        assert all(w not in shown for w in ("vault", "password", "secretive", "platform", "mondays")), r.text
+    assert services.graph.get_episodes(["chat-7"])[0].text == "the vault password rotates on Mondays"
 
 
 def test_tokens_are_scoped_by_team_and_role(services: Services) -> None:

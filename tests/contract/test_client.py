@@ -88,7 +88,24 @@ def test_writes_answer_the_packages_models_and_record_the_tokens_name(seeded: Se
         for i in range(2)
     ]
     assert tz.ingest(eps) == IngestResult(new=2, present=0, skipped=0, skipped_by_connector={})
-    assert tz.ingest([ep(9), eps[0]]).model_dump() == {"new": 1, "present": 1, "skipped": 0, "skipped_by_connector": {}}
+    assert tz.ingest([ep(9), eps[0]]).model_dump() == {
+        "new": 1,
+        "present": 1,
+        "skipped": 0,
+        "skipped_by_connector": {},
+        "edited": 0,
+        "edits_ignored": 0,
+    }
+    # Threads and edits: the package's own model carries them; a newer edit replaces the text.
+    reply = eps[1].model_copy(
+        update={"id": "guest-reply-1", "author": "visitor", "reply_to": "guest-q-1", "thread_id": "guest-q-1"}
+    )
+    assert tz.ingest([reply]).new == 1
+    edit = reply.model_copy(update={"text": "we pair on release days, always", "edited_at": NOW})
+    assert tz.ingest([edit]).edited == 1
+    (stored,) = seeded.graph.get_episodes(["guest-reply-1"])
+    assert (stored.text, stored.reply_to, stored.edited_at) == ("we pair on release days, always", "guest-q-1", NOW)
+    assert tz.ingest([edit.model_copy(update={"text": "older", "edited_at": reply.ts})]).edited == 0
     (view,) = tz.contradictions()
     done = tz.resolve(view.contradiction.id, "new", note="we moved to a call")
     assert isinstance(done, Contradiction) and (done.resolution, done.resolved_by) == ("new", "support-bot")

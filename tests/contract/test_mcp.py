@@ -30,7 +30,7 @@ from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import build
 from taskzilla_sleep.demo import sample_lines
 from taskzilla_sleep.mcp_server import TOOL_NAMES
-from taskzilla_sleep.models import EpisodeIn
+from taskzilla_sleep.models import EpisodeIn, episode_id_for
 from taskzilla_sleep.pipeline import NightRequest, run_night
 from taskzilla_sleep.scheduler import ScaledClock
 from taskzilla_sleep.settings import load_settings
@@ -134,7 +134,21 @@ async def scenario(connect: Connect) -> None:
             "present": 0,
             "skipped": 0,
             "skipped_by_connector": {},
+            "edited": 0,
+            "edits_ignored": 0,
         }
+        # An edit and a reply through MCP: the same fields as everywhere episodes come in.
+        assert {"thread_id", "reply_to", "edited_at"} <= set(episode["properties"])
+        first = EpisodeIn.model_validate(bad[0])
+        same_id = episode_id_for(first.team, first.channel, first.author, first.ts, first.text)  # its derived id
+        fixed = bad[0] | {"id": same_id, "text": "the staging cluster is rebuilt every monday at 7:30"}
+        assert (await _call(w, "remember", episodes=[fixed | {"edited_at": "2026-11-27T17:00:00+01:00"}]))[
+            "edited"
+        ] == 1
+        for late in ("2026-11-27T17:00:00+01:00", "2026-11-27T16:30:00+01:00"):  # as old, older: no-ops
+            assert (await _call(w, "remember", episodes=[fixed | {"text": "x", "edited_at": late}]))["edited"] == 0
+        bad_reply = _ep("yes, 7:30 sharp", "olaf").model_dump(mode="json") | {"reply_to": "not an id!"}
+        assert "field 'reply_to'" in await _refused(w, "remember", "invalid", episodes=[bad_reply])
         found = await _call(w, "recall", query="when is the staging cluster rebuilt", k=10)
         assert found["team"] == "platform" and {i["team"] for i in found["items"]} == {"platform"}
         mine = [i for i in found["items"] if i["author"] == "quinn"]

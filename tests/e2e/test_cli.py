@@ -77,6 +77,8 @@ def test_ingest_reingest_and_bad_seventh_line(tmp_path: Path) -> None:
         "present": 10,
         "skipped": 0,
         "skipped_by_connector": {},
+        "edited": 0,
+        "edits_ignored": 0,
         "vectors_repaired": 0,
         "lines": 10,
         "vectors_written": 0,
@@ -90,6 +92,30 @@ def test_ingest_reingest_and_bad_seventh_line(tmp_path: Path) -> None:
     st = status_json(tmp_path / "data")
     assert st["graph_counts"]["episodes"] == {"raw": 10}
     assert st["vector_counts"] == {"platform": {"episodes": 10, "patterns": 0}}
+
+
+def test_ingest_of_a_thread_then_its_edits_says_what_it_did(tmp_path: Path) -> None:
+    def msg(i: str, text: str, **more: str) -> str:
+        base = {"id": f"tg-1-{i}", "team": "platform", "channel": "dev", "author": f"p{i}", "text": text}
+        return json.dumps(base | {"ts": "2026-11-30T10:00:00+01:00", "provenance": "human"} | more)
+
+    week = tmp_path / "week.jsonl"
+    week.write_text(msg("1", "do we squash merges?") + "\n" + msg("2", "yes, always", reply_to="tg-1-1") + "\n")
+    assert cli("ingest", str(week), data_dir=tmp_path / "data").returncode == 0
+    edit = tmp_path / "edit.jsonl"
+    edit.write_text(msg("2", "yes, always squash", reply_to="tg-1-1", edited_at="2026-11-30T10:05:00+01:00") + "\n")
+
+    res = cli("ingest", str(edit), "--json", data_dir=tmp_path / "data")
+
+    assert res.returncode == 0, res.stderr
+    assert {k: json.loads(res.stdout)[k] for k in ("new", "edited", "present")} == {"new": 0, "edited": 1, "present": 0}
+    again = cli("ingest", str(edit), data_dir=tmp_path / "data")
+    assert again.stdout.strip() == "0 new, 1 already present, 0 skipped by write discipline"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(msg("3", "fine") + "\n" + msg("2", "no", edited_at="2026-11-30T09:00:00+01:00") + "\n")
+    refused = cli("ingest", str(bad), data_dir=tmp_path / "data")
+    assert refused.returncode == 1
+    assert f"{bad}:2: field 'edited_at': 2026-11-30T09:00:00+01:00 is before the message's ts" in refused.stderr
 
 
 def test_a_nul_in_the_last_of_600_lines_is_one_error_line_and_nothing_is_written(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from taskzilla_sleep.text import one_line
 # An episode's text beyond this is cut: the gist of a chat message is in its first lines, and a
 # pasted log must not multiply the tokens of a whole group.
 MAX_EPISODE_CHARS = 400
+MAX_ANSWERED_CHARS = 200  # the message a reply answers, when it is not in the group: context, cut shorter
 # Under constrained decoding a small model can repeat a list item until max_tokens; a belief
 # about more subjects than this is too broad to be useful anyway.
 MAX_SUBJECTS = 8
@@ -295,7 +296,7 @@ def distill_messages(batch: Sequence[DistillRequest]) -> list[ChatMessage]:
                     f"Entities: {_quoted(req.known_entities) or '(none)'}",
                     f"A belief needs at least {req.min_support} supporting messages.",
                     "<messages>",
-                    *(_episode_line(n, e) for n, e in enumerate(req.episodes, 1)),
+                    *_episode_lines(req.episodes),
                     "</messages>",
                     "</group>",
                 ]
@@ -387,15 +388,27 @@ def _group_drafts(item: Mapping[str, Any], req: DistillRequest, g: int) -> tuple
     return tuple(drafts)
 
 
-def _episode_line(n: int, e: EpisodeView) -> str:
-    row = {
+def _episode_lines(episodes: Sequence[EpisodeView]) -> list[str]:
+    """One JSON line a message. A reply says which message it answers: its number when that is in the
+    group, else that message itself (author and text, cut short), so a reply is read with its question.
+    A message that answers nothing has exactly the fields it always had."""
+    number = {e.id: n for n, e in enumerate(episodes, 1)}
+    return [_episode_line(n, e, number) for n, e in enumerate(episodes, 1)]
+
+
+def _episode_line(n: int, e: EpisodeView, number: Mapping[str, int]) -> str:
+    row: dict[str, object] = {
         "n": n,
         "time": _iso(e.ts),
         "channel": e.channel,
         "author": e.author,
         "provenance": e.provenance,
-        "text": one_line(e.text, MAX_EPISODE_CHARS),
     }
+    if e.reply_to is not None and e.reply_to in number:
+        row["reply_to"] = number[e.reply_to]
+    elif e.answered is not None:
+        row["reply_to"] = one_line(e.answered, MAX_ANSWERED_CHARS)
+    row["text"] = one_line(e.text, MAX_EPISODE_CHARS)
     return data_json(row)
 
 

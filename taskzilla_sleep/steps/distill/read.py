@@ -132,7 +132,8 @@ def read(ctx: StepContext) -> DistillInputs:
         entities = ctx.graph.episode_entities([e.id for e in learnable])
         fresh = [m for m in _topics(learnable, vectors, entities, s) if any(e.id in new_ids for e in m)]
     worth = [m for m in fresh if _worth_asking(m, s.reask_growth)]
-    requests = [_request(ctx, m, entities, s.min_episodes, people) for m in worth]
+    answered = _answered(ctx, [e for m in worth for e in m])
+    requests = [_request(ctx, m, entities, s.min_episodes, people, answered) for m in worth]
     # What the judge cannot read (the offline rules read English only), per team: said, not guessed at.
     reads: frozenset[str] | None = getattr(ctx.llm, "languages", None)  # a provider that does not say: any
     shown = [e for m in worth for e in m]
@@ -247,13 +248,23 @@ def _worth_asking(members: Sequence[Episode], growth: float) -> bool:
     return unseen >= max(1, math.ceil(growth * seen))
 
 
+def _answered(ctx: StepContext, shown: Sequence[Episode]) -> dict[str, str]:
+    """The messages the shown replies answer, as the prompt quotes one outside its group ("author: text"):
+    of the team, with their text still held (one read for the night)."""
+    ids = sorted({e.reply_to for e in shown if e.reply_to is not None})
+    found = ctx.graph.get_episodes(ids) if ids else []
+    return {p.id: f"{p.author}: {p.text}" for p in found if p.team == ctx.team and p.text}
+
+
 def _request(
     ctx: StepContext,
     members: Sequence[Episode],
     entities: Mapping[str, Sequence[Mention]],
     min_support: int,
     people: frozenset[str],
+    answered: Mapping[str, str],
 ) -> DistillRequest:
+    inside = {e.id for e in members}
     return DistillRequest(
         team=ctx.team,
         group_key=group_key([e.id for e in members]),
@@ -266,6 +277,8 @@ def _request(
                 text=e.text,
                 provenance=e.provenance.value,
                 entities=tuple(names_of([e], entities)),
+                reply_to=e.reply_to,
+                answered=answered.get(e.reply_to) if e.reply_to and e.reply_to not in inside else None,
             )
             for e in members
         ),

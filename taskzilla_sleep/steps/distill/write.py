@@ -15,12 +15,12 @@ import json
 import structlog
 
 from taskzilla_sleep.faults import crashpoint
-from taskzilla_sleep.ingest import pattern_metadata
 from taskzilla_sleep.models import PATTERN_LIVE, EpisodeStatus, Pattern, to_ms
 from taskzilla_sleep.steps.base import NoUsableAnswers, StepContext
 from taskzilla_sleep.steps.distill.plan import DistillPlan, digest, from_journal, to_journal
 from taskzilla_sleep.steps.distill.read import DEFERRED, LAST_DISTILL
 from taskzilla_sleep.stores.ports import EpisodeUpdate
+from taskzilla_sleep.vector_meta import pattern_metadata
 
 log = structlog.get_logger(__name__)
 

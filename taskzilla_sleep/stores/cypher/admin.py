@@ -49,6 +49,7 @@ INDEXES: tuple[tuple[str, str], ...] = (
     ("Pattern", "status"),
     ("Alert", "status"),
     ("Episode", "stage"),
+    ("Episode", "reply_to"),  # a message arriving finds the replies that came before it
     ("Entity", "stage"),
     ("Archived", "change"),
     ("Archived", "item"),

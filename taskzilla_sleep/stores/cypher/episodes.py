@@ -37,6 +37,7 @@ from taskzilla_sleep.stores.cypher.base import CypherBase, chunks
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,
+    EpisodeEdit,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -55,6 +56,12 @@ STAGED = "staged"
 # A stage no batch touched for this long has lost its writer (a batch takes seconds; every backend
 # call is bounded by the graph timeouts): reconcile drops it.
 STAGE_STALE_AFTER_S = 600.0
+
+
+def link_row(lk: EntityLink) -> Row:
+    """An episode's link to an entity as the queries MERGE it."""
+    e = lk.entity
+    return {"key": e.key, "team": e.team, "kind": e.kind.value, "name": e.name, "role": lk.role}
 
 
 def live_statuses(kind: ItemKind) -> list[str]:
@@ -88,7 +95,14 @@ class CypherEpisodes(CypherBase):
                     reason = why_unreadable(exc)
                     self._poison.add(Poisoned("episode", r["id"], team if isinstance(team, str) else None, reason))
                 fields = {f: r[f] for f in CONTENT_FIELDS if f in r}
-                out[r["id"]] = StoredEpisode(status, r.get("content_hash"), fields)
+                edited = r.get("edited_at")
+                out[r["id"]] = StoredEpisode(
+                    status,
+                    r.get("content_hash"),
+                    fields,
+                    edited if isinstance(edited, int) else None,
+                    r.get("edit_pending") is not None,
+                )
         return out
 
     def upsert_episodes(
@@ -104,15 +118,7 @@ class CypherEpisodes(CypherBase):
         links_of: dict[str, list[Row]] = {}
         for lk in links:
             if lk.episode_id in new:
-                links_of.setdefault(lk.episode_id, []).append(
-                    {
-                        "key": lk.entity.key,
-                        "team": lk.entity.team,
-                        "kind": lk.entity.kind.value,
-                        "name": lk.entity.name,
-                        "role": lk.role,
-                    }
-                )
+                links_of.setdefault(lk.episode_id, []).append(link_row(lk))
         tag = {"ingest": ingest} if ingest is not None else {}
         rows = [{"props": _staged(episode_props(e) | tag), "links": links_of.get(i, [])} for i, e in new.items()]
         stage = uuid.uuid4().hex
@@ -125,6 +131,36 @@ class CypherEpisodes(CypherBase):
             self._drop_stage_quietly(stage)
             raise
         return len(rows)
+
+    def edit_episodes(self, edits: Sequence[EpisodeEdit]) -> list[str]:
+        if not edits:
+            return []
+        rows = [
+            {
+                "id": x.id,
+                "team": x.team,
+                "text": x.text,
+                "edited_at": to_ms(x.edited_at),
+                "content_hash": x.content_hash,
+                "links": [link_row(lk) for lk in x.links],
+            }
+            for x in edits
+        ]
+        return [str(r["id"]) for r in self._write(Q["edit_episodes"], {"rows": rows, "live": live_statuses("episode")})]
+
+    def stale_edits(self, older_than_s: float = STAGE_STALE_AFTER_S) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in self._read(Q["stale_edits"], {"age_ms": int(older_than_s * 1000)}):
+            out.setdefault(str(r["team"]), []).append(str(r["id"]))
+        return {t: sorted(ids) for t, ids in sorted(out.items())}
+
+    def link_replies(self, ids: Sequence[str]) -> None:
+        for part in chunks(list(ids), self._batch):
+            self._write(Q["link_reply_parents"], {"ids": part})
+            self._write(Q["link_reply_children"], {"ids": part})
+
+    def replies(self, team: str) -> list[tuple[str, str]]:
+        return sorted((str(r["reply"]), str(r["answered"])) for r in self._read(Q["replies"], {"team": team}))
 
     def _not_committed(self, stage: str, expected: int) -> str:
         (state,) = self._read(Q["stage_state"], {"stage": stage})

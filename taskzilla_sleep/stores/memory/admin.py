@@ -82,7 +82,8 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
                 + len(self.evidence)
                 + len(self.pattern_rels)
                 + sum(i in self.pattern_nodes for c in self.contradiction_nodes.values() for i in c.pattern_ids)
-                + len(self.alert_for),
+                + len(self.alert_for)
+                + len(self.reply_links),
                 **archived,
             )
 
@@ -144,6 +145,8 @@ class MemoryGraphStore(MemoryArchive, MemorySessions):
             self.mentions = {m for m in self.mentions if m[0] not in eps and m[1] not in keys}
             self.about = {x for x in self.about if x[0] not in pats and x[1] not in keys}
             self.evidence = {x for x in self.evidence if x[0] not in pats and x[1] not in eps}
+            self.reply_links = {x for x in self.reply_links if x[0] not in eps and x[1] not in eps}
+            self.edit_pending = {i: t for i, t in self.edit_pending.items() if i not in eps}
             self.pattern_rels = {k: v for k, v in self.pattern_rels.items() if k[0] not in pats and k[2] not in pats}
             self.alert_for = {x for x in self.alert_for if x[0] not in alerts and x[1] not in cons}
             self.meta = {k: v for k, v in self.meta.items() if not k.endswith(f":{team}")}

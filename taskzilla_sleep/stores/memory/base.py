@@ -42,6 +42,8 @@ class MemoryBase:
         self.pattern_accessed: dict[str, datetime] = {}
         self.about: set[tuple[str, str]] = set()  # (pattern id, entity key)
         self.evidence: set[tuple[str, str]] = set()  # (pattern id, episode id)
+        self.reply_links: set[tuple[str, str]] = set()  # (reply id, answered id): REPLY_TO
+        self.edit_pending: dict[str, float] = {}  # episode id -> when its edit's follow-up began (not done)
         self.pattern_rels: dict[tuple[str, str, str], str | None] = {}  # (a, type, b) -> prompt
         self.contradiction_nodes: dict[str, Contradiction] = {}
         self.quarantined_from: dict[tuple[str, str], str] = {}  # (kind, id) -> status before

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
+from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance, to_ms
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,
+    EpisodeEdit,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -36,7 +38,8 @@ class MemoryEpisodes(MemoryBase):
                     if e.status in _TEXT_DROPPED or not e.text:
                         # retire_episodes removed the text, as in the graph; quarantine keeps it
                         fields["text"] = None
-                    out[i] = StoredEpisode(e.status, self.hashes.get(i), fields)
+                    edited = to_ms(e.edited_at) if e.edited_at is not None else None
+                    out[i] = StoredEpisode(e.status, self.hashes.get(i), fields, edited, i in self.edit_pending)
         return out
 
     def upsert_episodes(
@@ -53,15 +56,73 @@ class MemoryEpisodes(MemoryBase):
                 self.hashes[ep.id] = ep.content_hash()
                 if ingest is not None:
                     self.ingest_of[ep.id] = ingest
-            for lk in links:
-                if lk.episode_id not in new:
-                    continue
-                e = lk.entity
-                known = self.entities.setdefault(e.key, {"team": None, "kind": None, "name": None})
-                for k, v in (("team", e.team), ("kind", e.kind.value), ("name", e.name)):
-                    known[k] = known[k] or v  # coalesce: what a bare MERGE left out is filled in
-                self.mentions.add((lk.episode_id, e.key, lk.role))
+            self._link_entities([lk for lk in links if lk.episode_id in new])
             return len(new)
+
+    def edit_episodes(self, edits: Sequence[EpisodeEdit]) -> list[str]:
+        with self._lock:
+            self._maybe_fail()
+            done: list[str] = []
+            for x in edits:
+                e = self.episode_nodes.get(x.id)
+                if e is None or e.team != x.team or e.status not in EPISODE_LIVE:
+                    continue
+                if e.edited_at is not None and e.edited_at >= x.edited_at:
+                    continue
+                self.episode_nodes[x.id] = e.model_copy(
+                    update={
+                        "text": x.text,
+                        "edited_at": x.edited_at,
+                        "status": EpisodeStatus.RAW,
+                        "schema_absorbed": 0,
+                        "absorbed_by": None,
+                        "absorbed_at": None,
+                        "distilled_at": None,
+                        "distill_night": None,
+                        "distill_attempts": 0,
+                        "declined_size": 0,
+                    }
+                )
+                self.hashes[x.id] = x.content_hash
+                self.edit_pending[x.id] = time.time()
+                self.evidence = {v for v in self.evidence if v[1] != x.id}
+                self.mentions = {m for m in self.mentions if m[0] != x.id}
+                self._link_entities(x.links)
+                done.append(x.id)
+            return done
+
+    def _link_entities(self, links: Sequence[EntityLink]) -> None:
+        for lk in links:
+            e = lk.entity
+            known = self.entities.setdefault(e.key, {"team": None, "kind": None, "name": None})
+            for k, v in (("team", e.team), ("kind", e.kind.value), ("name", e.name)):
+                known[k] = known[k] or v  # coalesce: what a bare MERGE left out is filled in
+            self.mentions.add((lk.episode_id, e.key, lk.role))
+
+    def stale_edits(self, older_than_s: float = 600.0) -> dict[str, list[str]]:
+        with self._lock:
+            out: dict[str, list[str]] = {}
+            for i, began in self.edit_pending.items():
+                if began < time.time() - older_than_s and i in self.episode_nodes:
+                    out.setdefault(self.episode_nodes[i].team, []).append(i)
+            return {t: sorted(ids) for t, ids in sorted(out.items())}
+
+    def link_replies(self, ids: Sequence[str]) -> None:
+        with self._lock:
+            self._maybe_fail()
+            asked = {i: e for i in ids if (e := self.episode_nodes.get(i)) is not None}
+            for e in asked.values():
+                answered = self.episode_nodes.get(e.reply_to) if e.reply_to is not None else None
+                if answered is not None and answered.team == e.team:
+                    self.reply_links.add((e.id, answered.id))
+            for c in self.episode_nodes.values():  # one pass: the replies that came before
+                p = asked.get(c.reply_to) if c.reply_to is not None else None
+                if p is not None and p.team == c.team:
+                    self.reply_links.add((c.id, p.id))
+
+    def replies(self, team: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(x for x in self.reply_links if self.episode_nodes[x[0]].team == team)
 
     def drop_stale_stages(self, older_than_s: float = 600.0) -> int:
         return 0  # an upsert here is one step: nothing is ever left staged
@@ -174,8 +235,12 @@ class MemoryEpisodes(MemoryBase):
 
     def _apply(self, u: EpisodeUpdate) -> None:
         e = self.episode_nodes.get(u.id)
-        if e is not None:
-            self.episode_nodes[u.id] = self._updated(e, u)
+        if e is None:
+            return
+        if "edit_pending" in u.model_fields_set:  # a property of the node, not of the model
+            self.edit_pending.pop(u.id, None)
+            u = EpisodeUpdate.model_validate(u.model_dump(include=u.model_fields_set - {"edit_pending"}) | {"id": u.id})
+        self.episode_nodes[u.id] = self._updated(e, u)
 
     def retire_episodes(self, retirements: Sequence[Retirement]) -> None:
         with self._lock:

@@ -7,7 +7,66 @@ RETURN e.id AS id, e.status AS status
 UNWIND $ids AS id
 MATCH (e:Episode {id: id})
 RETURN e.id AS id, e.status AS status, e.content_hash AS content_hash, e.team AS team, e.channel AS channel,
-       e.author AS author, e.ts AS ts, e.provenance AS provenance, e.text AS text
+       e.author AS author, e.ts AS ts, e.provenance AS provenance, e.text AS text, e.edited_at AS edited_at,
+       e.edit_pending AS edit_pending
+
+// -- edit_episodes --
+// A stored edit as new or newer wins: its row changes nothing. The new text is judged afresh: the
+// episode is raw and undistilled again and no pattern's evidence (the caller re-scores those patterns
+// while edit_pending is set); its mentions are the new text's.
+UNWIND $rows AS r
+MATCH (e:Episode {id: r.id})
+WHERE e.team = r.team AND e.status IN $live AND coalesce(e.edited_at, -1) < r.edited_at
+SET e.text = r.text, e.content_hash = r.content_hash, e.edited_at = r.edited_at, e.edit_pending = timestamp(),
+    e.status = 'raw', e.schema_absorbed = 0
+// One property cleared per SET: FalkorDB 4.16 clears the wrong ones when one SET (or REMOVE) clears
+// several (FalkorDB#1787; tests/contract/test_graph_store.py).
+SET e.absorbed_by = null
+SET e.absorbed_at = null
+SET e.distilled_at = null
+SET e.distill_night = null
+SET e.distill_attempts = null
+SET e.declined_size = null
+WITH e, r
+OPTIONAL MATCH (:Pattern)-[v:EVIDENCED_BY]->(e)
+WITH e, r, collect(v) AS vs
+FOREACH (v IN vs | DELETE v)
+WITH e, r
+OPTIONAL MATCH (e)-[m:MENTIONS]->(:Entity)
+WITH e, r, collect(m) AS ms
+FOREACH (m IN ms | DELETE m)
+WITH e, r
+FOREACH (l IN r.links |
+    MERGE (n:Entity {key: l.key})
+    ON CREATE SET n.team = l.team, n.kind = l.kind, n.name = l.name
+    ON MATCH SET n.team = coalesce(n.team, l.team), n.kind = coalesce(n.kind, l.kind), n.name = coalesce(n.name, l.name)
+    MERGE (e)-[:MENTIONS {role: l.role}]->(n))
+RETURN e.id AS id
+
+// -- stale_edits --
+MATCH (e:Episode)
+WHERE e.edit_pending IS NOT NULL AND e.edit_pending < timestamp() - $age_ms
+RETURN e.team AS team, e.id AS id
+
+// -- link_reply_parents --
+UNWIND $ids AS id
+MATCH (e:Episode {id: id})
+WHERE e.reply_to IS NOT NULL
+MATCH (p:Episode {id: e.reply_to})
+WHERE p.team = e.team
+MERGE (e)-[:REPLY_TO]->(p)
+
+// -- link_reply_children --
+UNWIND $ids AS id
+MATCH (p:Episode {id: id})
+MATCH (c:Episode {reply_to: id})
+WHERE c.team = p.team AND c.status <> 'staged'
+MERGE (c)-[:REPLY_TO]->(p)
+
+// -- replies --
+MATCH (c:Episode)-[:REPLY_TO]->(p:Episode)
+WHERE c.team = $team
+RETURN c.id AS reply, p.id AS answered
 
 // -- stage_episodes --
 UNWIND $rows AS r
