@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 NEO4J_LOCAL := ops/neo4j-local
 NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 
-.PHONY: install demo test lint typecheck unit contract e2e neo4j-jars browser promtool examples compose-check container bench bench-scale eval clean
+.PHONY: install demo test lint typecheck docs unit contract e2e neo4j-jars browser promtool examples compose-check container bench bench-scale eval clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,18 @@ demo: $(STAMP)
 	$(BIN)/taskzilla-sleep demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check taskzilla_sleep tests ops/bench
-	$(BIN)/ruff format --check taskzilla_sleep tests ops/bench
+	$(BIN)/ruff check taskzilla_sleep tests ops/bench ops/docs_ref.py
+	$(BIN)/ruff format --check taskzilla_sleep tests ops/bench ops/docs_ref.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict taskzilla_sleep
+
+# The docs site (mkdocs.yml, docs/): the generated reference pages must be current (python -m ops.docs_ref
+# rewrites them), then a strict build (a broken link or anchor, a page missing from the nav: an error)
+# into .tmp/site, never committed. Nothing is fetched: no web fonts, no plugin that downloads.
+docs: $(STAMP)
+	$(BIN)/python -m ops.docs_ref --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .tmp/site
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -78,7 +85,7 @@ $(COMPOSE_CHECK): ops/compose-check/main.go ops/compose-check/go.mod ops/compose
 
 compose-check: $(COMPOSE_CHECK)
 
-test: $(STAMP) $(NEO4J_CP) browser promtool examples compose-check lint typecheck
+test: $(STAMP) $(NEO4J_CP) browser promtool examples compose-check lint typecheck docs
 	$(BIN)/pytest -rs --durations=25 -m "not container and not slow" tests
 
 # The worker's image built from the Dockerfile and run with podman (tests/e2e/test_container.py):
