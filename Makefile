@@ -108,7 +108,7 @@ bench: $(STAMP) $(NEO4J_CP)
 	$(BIN)/pytest -q -rs -m slow tests
 	$(BIN)/python -m ops.bench.run $(BENCH_ARGS)
 
-# The scale bench (issue 15 part 4; BENCHMARKS.md "Many teams in one window"): --teams teams (2 %
+# The scale bench (issue 15 part 4; docs/benchmarks/scale.md): --teams teams (2 %
 # busy, 18 % medium, 80 % quiet) on Neo4j + Chroma server, one night with 1, 2 and 4 worker
 # processes and once with 2 where one is killed mid-night. Results in .tmp/bench/scale.json.
 # SCALE_ARGS=--quick for a smoke run of a few minutes; e.g. SCALE_ARGS="--teams 100 --workers 1,2,4".

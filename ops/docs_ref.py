@@ -1,6 +1,6 @@
-"""The generated reference pages of the docs site: every configuration knob and the HTTP API.
+"""The generated reference pages of the docs site: every configuration knob, the HTTP API, the CLI's options.
 
-``python -m ops.docs_ref`` rewrites ``docs/reference/configuration.md`` and ``docs/reference/http.md``;
+``python -m ops.docs_ref`` rewrites ``docs/reference/configuration.md``, ``http.md`` and ``cli-options.md``;
 ``--check`` exits 1 naming the page that is not current (``tests/unit/test_docs_reference.py`` fails
 the same way). The knobs come from the settings model (type, default, bounds; its source comments and
 docstrings), their meaning from the comments of the packaged ``default.yaml``, and which are everyday
@@ -373,7 +373,76 @@ def http_page() -> str:
     return "\n".join(lines)
 
 
-PAGES = {CONFIG_PAGE: config_page, HTTP_PAGE: http_page}
+def _option(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest}`"
+    takes = action.nargs != 0
+    metavar = action.metavar or (action.dest.upper() if takes else "")
+    return ", ".join(f"`{o} {metavar}`" if takes and metavar else f"`{o}`" for o in action.option_strings)
+
+
+def _help(action: argparse.Action) -> str:
+    text = action.help or ""
+    if "%(" in text:
+        text = text % {"default": action.default, "prog": "taskzilla-sleep", "choices": action.choices}
+    if action.choices and not isinstance(action, argparse._SubParsersAction):
+        text += f" (one of {', '.join(str(c) for c in action.choices)})"
+    return text
+
+
+def _commands(
+    parser: argparse.ArgumentParser, prefix: str, summary: str = ""
+) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+    yield prefix, summary, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield from _commands(sub, f"{prefix} {name}", helps.get(name, ""))
+
+
+def cli_page() -> str:
+    """Every command and option of the CLI, from its argparse parser (what ``--help`` prints)."""
+    from taskzilla_sleep.cli import make_parser
+
+    lines = [
+        GENERATED.format(source="the argparse parser of taskzilla_sleep.cli"),
+        "# CLI options",
+        "",
+        "Every command, sub-command and option, as `--help` prints them. What the commands do, their exit codes "
+        "and output: [CLI](cli.md). Options marked *common* are taken by every command.",
+        "",
+    ]
+    common = {a.dest for a in make_parser()._actions if a.option_strings} - {"help", "version"}
+    for name, summary, parser in _commands(make_parser(), "taskzilla-sleep"):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        own = [
+            a
+            for a in parser._actions
+            if not isinstance(a, argparse._SubParsersAction)
+            and a.dest != "help"
+            and (name == "taskzilla-sleep" or a.dest not in common)
+        ]
+        lines += [f"## `{name}`", ""]
+        if summary:
+            lines += [summary[0].upper() + summary[1:] + ".", ""]
+        if parser.description:
+            lines += [" ".join(parser.description.split()), ""]
+        if subs:
+            lines += ["Sub-commands: " + ", ".join(f"`{n}`" for a in subs for n in a.choices) + ".", ""]
+        if name != "taskzilla-sleep" and any(a.dest in common for a in parser._actions):
+            lines += ["Takes the *common* options.", ""]
+        if own:
+            lines += ["| option | meaning |", "|---|---|"]
+            for a in own:
+                label = " *common*" if name == "taskzilla-sleep" and a.dest in common else ""
+                lines.append(f"| {_cell(_option(a))} | {_cell(_help(a))}{label} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+CLI_PAGE = ROOT / "docs" / "reference" / "cli-options.md"
+PAGES = {CONFIG_PAGE: config_page, HTTP_PAGE: http_page, CLI_PAGE: cli_page}
 
 
 def stale_pages() -> list[Path]:

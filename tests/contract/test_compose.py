@@ -107,7 +107,7 @@ def test_worker_reads_its_config_from_a_read_only_mount(services: dict[str, Any]
 
 
 def test_the_documented_override_file_loads(tmp_path: Path) -> None:
-    # The README's `cp config/example.yaml config/local.yaml`: the example is a valid override file.
+    # docs/guides/deploy-compose.md's `cp config/example.yaml config/local.yaml`: the example is a valid override file.
     settings = load_settings(env={"TASKZILLA_CONFIG": str(REPO / "config" / "example.yaml")})
     assert settings.alerts.channels and settings.llm.model
 

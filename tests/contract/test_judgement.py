@@ -1,4 +1,4 @@
-"""What memory may learn, merge and forget (README, What memory learns), on both backend pairs, for the offline
+"""What memory may learn, merge and forget (docs/concepts/judgement.md), on both backend pairs, for the offline
 provider and for a careless model: the guards hold whatever the provider answers (with a model, the
 model judges what is a belief; the guards hold what it may not do: questions, drafts and injections
 never shown, one person in one conversation never a belief, values never merged, absorbing strict).

@@ -1,4 +1,4 @@
-"""The oracle model as the README documents it: ``python -m ops.bench.oracle`` serving a week's gold,
+"""The oracle model as docs/guides/model.md documents it: ``python -m ops.bench.oracle`` serving a week's gold,
 the product pointed at it with two ``--set`` flags and no API key in the environment."""
 
 from __future__ import annotations
