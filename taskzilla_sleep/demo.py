@@ -65,7 +65,7 @@ def stores_summary(status: StatusReport, pinned: int) -> list[str]:
     lines = []
     for h in (status.graph, status.vectors):
         state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
-        lines.append(f"{h.role + ':':8} {h.backend} ({h.where}) {state}")
+        lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")  # as `status` aligns them
     c = status.graph_counts
     if c is not None:
         patterns = sum(c.patterns.values())
@@ -73,7 +73,7 @@ def stores_summary(status: StatusReport, pinned: int) -> list[str]:
         episodes = ", ".join(f"{k} {n}" for k, n in sorted(c.episodes.items()))
         open_ = c.contradictions.get("open", 0)
         lines.append(
-            f"memory:  {sum(c.episodes.values())} episodes ({episodes}); {patterns} patterns "
+            f"memory:   {sum(c.episodes.values())} episodes ({episodes}); {patterns} patterns "
             f"({patterns - pinned} distilled + {pinned} pinned fact; {by_status}); "
             f"{open_} open contradiction{'' if open_ == 1 else 's'}"
         )

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from taskzilla_sleep.llm.client import _import_litellm, placeholder_key
+from taskzilla_sleep.models import iso_time
 from taskzilla_sleep.settings import LLMSettings
 
 log = structlog.get_logger(__name__)
@@ -60,7 +61,7 @@ class ModelCheck:
             "model": self.model,
             "detail": self.detail,
             "fix": self.fix,
-            "checked_at": self.checked_at.isoformat() if self.checked_at else None,
+            "checked_at": iso_time(self.checked_at) if self.checked_at else None,  # as every time leaves
         }
 
 

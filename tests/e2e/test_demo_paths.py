@@ -59,4 +59,4 @@ def test_the_demo_prints_clean_output_with_one_count_of_patterns(tmp_path: Path)
     assert f"({len(listed)} distilled + 1 pinned fact; " in out
     for noisy in ("graph store:", "vector store:", "config:", "lease:"):  # the status report's, repeated
         assert noisy not in out, noisy
-    assert re.search(r"^memory:  \d+ episodes .*; 1 open contradiction$", out, re.M), out[-600:]
+    assert re.search(r"^memory: +\d+ episodes .*; 1 open contradiction$", out, re.M), out[-600:]
