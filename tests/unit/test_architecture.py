@@ -116,14 +116,14 @@ def test_no_module_outside_stores_imports_a_concrete_store() -> None:
 def test_a_metrics_scrape_loads_no_report_view() -> None:
     edges = graph(module_level_only=True)
     seen: set[str] = set()
-    todo = ["taskzilla_sleep.metrics"]
+    todo = ["taskzilla_sleep.observe.metrics"]
     while todo:
         m = todo.pop()
         if m not in seen:
             seen.add(m)
             todo += sorted(edges[m])
-    assert {"taskzilla_sleep.report.nights", "taskzilla_sleep.report.signals"} <= seen
-    views = {f"taskzilla_sleep.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
+    assert {"taskzilla_sleep.observe.report.nights", "taskzilla_sleep.observe.report.signals"} <= seen
+    views = {f"taskzilla_sleep.observe.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
     assert seen & views == set()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
+from taskzilla_sleep.core.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,
