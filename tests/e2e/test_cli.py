@@ -230,7 +230,8 @@ def test_demo_runs_with_networking_unavailable(tmp_path: Path) -> None:
 
 def test_kill_9_of_a_process_holding_the_embedded_graph_leaves_no_redis(tmp_path: Path) -> None:
     script = (
-        "import sys, time; from taskzilla_sleep.core.settings import load_settings; from taskzilla_sleep.app import build;"
+        "import sys, time; from taskzilla_sleep.core.settings import load_settings;"
+        "from taskzilla_sleep.app import build;"
         "s = build(load_settings(env={'TASKZILLA_DATA_DIR': sys.argv[1]}));"
         "print('ready', flush=True); time.sleep(600)"
     )
