@@ -313,7 +313,8 @@ def cmd_run_once(args: argparse.Namespace, settings: Settings, secrets: Secrets)
 @contextlib.contextmanager
 def _consolidation_lease(graph: Any, settings: Settings, wait: bool) -> Iterator[None]:
     """Hold the worker's lease around a run-once: a worker's night and another run-once never overlap it."""
-    from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, holder_id, holding, refuse_if_teams_busy
+    from taskzilla_sleep.core.host import holder_id
+    from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, holding, refuse_if_teams_busy
 
     lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("run-once"))
 

@@ -175,7 +175,8 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 @contextlib.contextmanager
 def admin_lease(graph: Any, settings: Settings) -> Iterator[None]:
-    from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, holder_id, holding
+    from taskzilla_sleep.core.host import holder_id
+    from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, holding
 
     lease = Lease(graph, LEASE_NAME, settings.worker.lease_ttl_s, me=holder_id("memory-admin"))
 

@@ -31,6 +31,7 @@ import structlog
 
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.core.errors import ConfigError
+from taskzilla_sleep.core.host import holder_id
 from taskzilla_sleep.core.models import Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.llm.check import CachedModelCheck
 from taskzilla_sleep.memory.index import index_entries
@@ -52,7 +53,7 @@ from taskzilla_sleep.night.watchdog import WatchdogPass, watchdog_pass
 from taskzilla_sleep.rules.access import Tokens
 from taskzilla_sleep.runtime import presence
 from taskzilla_sleep.runtime.handover import BusyLeases, run_teams, wake_timer
-from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, exclusive, holder_id, holding, live_holder, team_lease_name
+from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, exclusive, holding, live_holder, team_lease_name
 from taskzilla_sleep.service.memory_service import IngestGate, MemoryService
 
 if TYPE_CHECKING:

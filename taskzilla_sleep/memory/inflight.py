@@ -27,7 +27,7 @@ from dataclasses import replace
 import structlog
 
 from taskzilla_sleep.core.errors import StoreError
-from taskzilla_sleep.runtime.lease import holder_id, local_pid, pid_alive, pid_namespace
+from taskzilla_sleep.core.host import holder_id, local_pid, pid_alive, pid_namespace
 from taskzilla_sleep.stores.ports import GraphStore, IngestMark, LeaseState
 
 log = structlog.get_logger(__name__)

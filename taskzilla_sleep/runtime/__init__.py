@@ -1,3 +1,3 @@
 """Layer 8, runtime: more than one worker process: the lease, the team handover, presence.
-Imports ``observe``, ``alerts`` and below.
+Imports ``observe`` and below.
 """

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from taskzilla_sleep.runtime.lease import local_pid, pid_alive
+from taskzilla_sleep.core.host import local_pid, pid_alive
 from taskzilla_sleep.stores.records import LeaseState
 
 MARGIN_S = 0.5  # after the expiry: the lease is free by then on every replica's reading

@@ -20,12 +20,22 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import structlog
 
 from taskzilla_sleep.core.errors import Busy, StoreError, TaskzillaError
+
+# Who a holder is lives in core/host.py (memory/inflight.py names its marks' holders the same way);
+# re-exported here for code written before the move.
+from taskzilla_sleep.core.host import _local_pid as _local_pid
+from taskzilla_sleep.core.host import _pid_namespace as _pid_namespace
+from taskzilla_sleep.core.host import holder_id as holder_id
+from taskzilla_sleep.core.host import local_pid as local_pid
+from taskzilla_sleep.core.host import pid_alive as pid_alive
+from taskzilla_sleep.core.host import pid_namespace as pid_namespace
+
+# Who a holder is: in core (memory/inflight.py names its marks' holders the same way); also read from here.
 from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim, LeaseState
 
 log = structlog.get_logger(__name__)
@@ -37,33 +47,6 @@ TEAM_LEASE_PREFIX = f"{LEASE_NAME}:"
 def team_lease_name(team: str) -> str:
     """The lease a replica holds while it works on ``team`` (a step of its night, a watchdog distill)."""
     return f"{TEAM_LEASE_PREFIX}{team}"
-
-
-def holder_id(role: str = "worker") -> str:
-    """Who holds the lease, as ops read it: what it is, where it runs, its pid (plus a nonce)."""
-    return f"{role}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _pid_namespace() -> str | None:
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None  # not Linux: never judge another process dead
-
-
-def pid_namespace() -> str | None:
-    """This process's pid namespace (None off Linux): with the host, where a holder's pid means something."""
-    return _pid_namespace()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, someone else's
-    return True
 
 
 class LeaseBusy(TaskzillaError):
@@ -200,22 +183,6 @@ def _dead_local_holder(state: LeaseState | None, me: str, host: str, pid_ns: str
     if state is None or pid is None or state.holder == me:
         return None
     return state.holder if not pid_alive(pid) else None
-
-
-def _local_pid(state: LeaseState | None, host: str, pid_ns: str | None) -> int | None:
-    """The pid of a lease's holder when it is another process on ``host`` in pid namespace
-    ``pid_ns`` (whose death this process can see); None otherwise."""
-    if state is None or state.holder is None or pid_ns is None or state.pid is None:
-        return None
-    if state.host != host or state.pid_ns != pid_ns or state.pid == os.getpid():
-        return None
-    return state.pid
-
-
-def local_pid(state: LeaseState | None) -> int | None:
-    """The pid of a lease's holder when it runs on this host, in this pid namespace (so its death
-    can be seen at once, without waiting for the lease to expire); None otherwise."""
-    return _local_pid(state, socket.gethostname(), _pid_namespace())
 
 
 def live_holder(graph: GraphStore, name: str) -> str | None:

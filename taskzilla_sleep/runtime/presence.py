@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from taskzilla_sleep.runtime.lease import pid_alive
+from taskzilla_sleep.core.host import pid_alive
 
 PREFIX = "worker-"
 

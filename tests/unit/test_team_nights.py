@@ -19,13 +19,14 @@ import pytest
 
 from taskzilla_sleep.app import Services
 from taskzilla_sleep.core.errors import Busy
+from taskzilla_sleep.core.host import _pid_namespace
 from taskzilla_sleep.core.models import STEP_NAMES, Run, StepResult
 from taskzilla_sleep.core.settings import Settings, WatchdogSettings, WorkerSettings
 from taskzilla_sleep.interfaces.worker import Worker
 from taskzilla_sleep.night.ledger import due_jobs, merge_runs
 from taskzilla_sleep.night.pipeline import store_sizes
 from taskzilla_sleep.night.schedule import NightlySchedule
-from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, _pid_namespace, exclusive, team_lease_name
+from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, exclusive, team_lease_name
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import LeaseClaim
 
