@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from taskzilla_sleep.core.models import PATTERN_LIVE, Contradiction, ContradictionKind, Episode, Pattern, PatternStatus
 from taskzilla_sleep.core.text import one_line
-from taskzilla_sleep.memory.contradictions import KEEP_CHOICES, resolve_command
+from taskzilla_sleep.rules.resolution import KEEP_CHOICES, resolve_command
 from taskzilla_sleep.stores.ports import AlertKind, AlertRecord
 
 EXAMPLES_PER_BELIEF = 2

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
 
 from taskzilla_sleep.core.errors import Conflict, InputError
 from taskzilla_sleep.core.models import (
@@ -24,17 +23,10 @@ from taskzilla_sleep.core.models import (
     unstorable,
 )
 from taskzilla_sleep.rules.policies import status_for
+from taskzilla_sleep.rules.resolution import KEEP_CHOICES as KEEP_CHOICES
+from taskzilla_sleep.rules.resolution import Keep as Keep
+from taskzilla_sleep.rules.resolution import resolve_command
 from taskzilla_sleep.stores.ports import GraphStore, PatternUpdate, VectorStore
-
-Keep = Literal["new", "old", "both"]
-KEEP_CHOICES = "new|old|both"
-
-
-def resolve_command(contradiction_id: str, keep: str = KEEP_CHOICES, note: bool = False) -> str:
-    """The command a person runs to resolve a contradiction (alerts, reports and lists show it)."""
-    return f"taskzilla-sleep contradictions resolve {contradiction_id} --keep {keep} --by NAME" + (
-        " [--note TEXT]" if note else ""
-    )
 
 
 def describe(c: Contradiction, beliefs: Mapping[str, Pattern]) -> list[str]:

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 from taskzilla_sleep.core.models import Contradiction, ContradictionKind, Pattern, Run
 from taskzilla_sleep.core.text import one_line
-from taskzilla_sleep.memory.contradictions import resolve_command
 from taskzilla_sleep.night.budget import Estimate
 from taskzilla_sleep.night.pipeline import NightResult
 from taskzilla_sleep.night.steps.decay import DecayPlan
 from taskzilla_sleep.night.steps.distill import DistillPlan
 from taskzilla_sleep.night.steps.prune import PrunePlan
 from taskzilla_sleep.night.steps.reflect import ReflectPlan
+from taskzilla_sleep.rules.resolution import resolve_command
 from taskzilla_sleep.stores.ports import GraphStore
 
 
