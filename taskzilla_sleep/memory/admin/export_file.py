@@ -38,9 +38,10 @@ from taskzilla_sleep.core.models import (
     Tombstone,
     iso_time,
 )
-from taskzilla_sleep.night.steps.distill.read import LAST_DISTILL, LEGACY_WATERMARK
-from taskzilla_sleep.night.steps.distill.write import JOURNAL
-from taskzilla_sleep.night.steps.reflect import DEFERRED, WATERMARK
+from taskzilla_sleep.memory.meta_keys import DISTILL_JOURNAL as JOURNAL
+from taskzilla_sleep.memory.meta_keys import LAST_DISTILL, LEGACY_WATERMARK
+from taskzilla_sleep.memory.meta_keys import REFLECT_DEFERRED as DEFERRED
+from taskzilla_sleep.memory.meta_keys import REFLECT_WATERMARK as WATERMARK
 from taskzilla_sleep.stores.ports import AlertRecord, ArchivedItem, ChangeRecord
 
 FORMAT = "taskzilla-export"

@@ -34,8 +34,8 @@ from taskzilla_sleep.memory.admin.export_file import (
     TombstoneLine,
 )
 from taskzilla_sleep.memory.facts import fact_id
-from taskzilla_sleep.night.steps.distill.write import JOURNAL
-from taskzilla_sleep.night.steps.reflect import DEFERRED
+from taskzilla_sleep.memory.meta_keys import DISTILL_JOURNAL as JOURNAL
+from taskzilla_sleep.memory.meta_keys import REFLECT_DEFERRED as DEFERRED
 from taskzilla_sleep.rules.policies import contradiction_id
 
 

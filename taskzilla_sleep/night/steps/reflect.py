@@ -47,6 +47,8 @@ from taskzilla_sleep.core.models import (
 from taskzilla_sleep.core.settings import ReflectSettings, Settings
 from taskzilla_sleep.core.text import one_line
 from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict
+from taskzilla_sleep.memory.meta_keys import REFLECT_DEFERRED as DEFERRED
+from taskzilla_sleep.memory.meta_keys import REFLECT_WATERMARK as WATERMARK
 from taskzilla_sleep.night import budget
 from taskzilla_sleep.night.budget import Deferral, Estimate, Reason
 from taskzilla_sleep.night.steps.base import NoUsableAnswers, PlanBase, StepContext, Vector
@@ -64,10 +66,6 @@ from taskzilla_sleep.stores.ports import EpisodeUpdate, LinkRelation, PatternUpd
 
 log = structlog.get_logger(__name__)
 
-WATERMARK = "reflect_watermark:{team}"
-# Changed patterns some of whose comparisons the budget or the window left (a JSON list of ids): the
-# next reflect takes them first, whatever the watermark says ("": none).
-DEFERRED = "reflect_deferred:{team}"
 UNRELATED = "UNRELATED_TO"
 
 

@@ -13,18 +13,19 @@ Decide (``decide.py``, pure): the pattern changes, the absorptions and the marks
 
 from __future__ import annotations
 
+from taskzilla_sleep.memory.meta_keys import DISTILL_DEFERRED as DEFERRED
+from taskzilla_sleep.memory.meta_keys import DISTILL_JOURNAL as JOURNAL
+from taskzilla_sleep.memory.meta_keys import LAST_DISTILL
 from taskzilla_sleep.night.steps.distill.decide import decide
 from taskzilla_sleep.night.steps.distill.plan import DistillPlan, PatternChange
 from taskzilla_sleep.night.steps.distill.read import (
-    DEFERRED,
-    LAST_DISTILL,
     AskedGroup,
     DistillInputs,
     last_deferral,
     last_distill,
     read,
 )
-from taskzilla_sleep.night.steps.distill.write import JOURNAL, resume, write
+from taskzilla_sleep.night.steps.distill.write import resume, write
 
 __all__ = [
     "DEFERRED",

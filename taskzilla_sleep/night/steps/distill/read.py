@@ -13,6 +13,11 @@ from datetime import datetime, timedelta
 from taskzilla_sleep.core.models import PATTERN_LIVE, Episode, EpisodeStatus, Pattern, from_ms
 from taskzilla_sleep.core.settings import DistillSettings
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, Unanswered
+
+# The meta keys are memory's (an export carries them): see memory/meta_keys.py.
+from taskzilla_sleep.memory.meta_keys import DISTILL_DEFERRED as DEFERRED
+from taskzilla_sleep.memory.meta_keys import LAST_DISTILL as LAST_DISTILL
+from taskzilla_sleep.memory.meta_keys import LEGACY_WATERMARK
 from taskzilla_sleep.night import budget
 from taskzilla_sleep.night.budget import Deferral, Estimate
 from taskzilla_sleep.night.schedule import calendar_night
@@ -22,14 +27,6 @@ from taskzilla_sleep.rules.beliefs import Slots, prefilter, slots
 from taskzilla_sleep.rules.beliefs.language import language_of
 from taskzilla_sleep.rules.policies import distinct_texts, group_key
 from taskzilla_sleep.stores.ports import GraphStore, Mention
-
-LAST_DISTILL = "last_distill_at:{team}"  # nightly or watchdog: the watchdog's cooldown counts from it
-# What the last full-window distill (a night's, or a watchdog pass that took the night's leftovers)
-# did not ask, as ``{"groups": n, "reason": ...}``; "" once a full-window distill asked everything.
-DEFERRED = "distill_deferred:{team}"
-# Written by versions whose nightly "new" meant "timestamped after the last night": an episode stored
-# and timestamped before it was distilled then. Read only, to carry such stores over.
-LEGACY_WATERMARK = "distill_watermark:{team}"
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,15 @@ import structlog
 from taskzilla_sleep.core.faults import crashpoint
 from taskzilla_sleep.core.models import PATTERN_LIVE, EpisodeStatus, Pattern, to_ms
 from taskzilla_sleep.memory.ingest import pattern_metadata
+from taskzilla_sleep.memory.meta_keys import DISTILL_DEFERRED as DEFERRED
+from taskzilla_sleep.memory.meta_keys import DISTILL_JOURNAL as JOURNAL
+from taskzilla_sleep.memory.meta_keys import LAST_DISTILL
 from taskzilla_sleep.night.steps.base import NoUsableAnswers, StepContext
 from taskzilla_sleep.night.steps.distill.plan import DistillPlan, digest, from_journal, to_journal
-from taskzilla_sleep.night.steps.distill.read import DEFERRED, LAST_DISTILL
 from taskzilla_sleep.stores.ports import EpisodeUpdate
 
 log = structlog.get_logger(__name__)
 
-JOURNAL = "distill_journal:{team}"  # the plan being applied ("" when none is)
 MARK_BATCH = 2000
 
 
