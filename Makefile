@@ -36,6 +36,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check taskzilla_sleep tests ops/bench
 	$(BIN)/ruff format --check taskzilla_sleep tests ops/bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict taskzilla_sleep

@@ -102,13 +102,12 @@ LAYER_DOCS = {
     "memory": "Layer 5, memory: what a team's memory is and how it changes outside a night: ingest, recall,\n"
     "facts, contradictions and their resolution, admin (export, import, forget), the MEMORY.md index,\n"
     "vector upkeep, quarantine, the archive (undo), reconcile, ingests in flight.\n"
-    "Imports ``llm``, ``stores`` (ports only), ``rules``, ``core``.\n",
+    "Imports ``alerts``, ``llm``, ``stores`` (ports only), ``rules``, ``core``.\n",
     "night": "Layer 6, night: the nightly cycle: steps/, the pipeline, the budget, the watchdog, the run ledger,\n"
     "progress, the schedule. Imports ``memory`` and below.\n",
-    "observe": "Layer 7, observe (beside ``alerts``): what is told about the nights: metrics, report/.\n"
-    "Imports ``night`` and below; not ``alerts``.\n",
+    "observe": "Layer 7, observe: what is told about the nights: metrics, report/.\nImports ``night`` and below.\n",
     "runtime": "Layer 8, runtime: more than one worker process: the lease, the team handover, presence.\n"
-    "Imports ``observe``, ``alerts`` and below.\n",
+    "Imports ``observe`` and below.\n",
     "service": "Layer 9, service: the calls every interface makes, access-checked and audited\n"
     "(memory_service, audit_trail). Imports ``runtime`` and below.\n",
     "interfaces": "Layer 11, interfaces: what a person or a program talks to: the CLI (cli*), the HTTP API, the\n"

@@ -1,3 +1,3 @@
-"""Layer 7, observe (beside ``alerts``): what is told about the nights: metrics, report/.
-Imports ``night`` and below; not ``alerts``.
+"""Layer 7, observe: what is told about the nights: metrics, report/.
+Imports ``night`` and below.
 """

@@ -1,2 +1,1 @@
-"""Layer 2, rules: pure judgement (beliefs/, policies, entities, access). Imports only ``core``.
-"""
+"""Layer 2, rules: pure judgement (beliefs/, policies, entities, access). Imports only ``core``."""
