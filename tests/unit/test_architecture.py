@@ -1,6 +1,7 @@
 """The layers hold: read from the source with ``ast`` (no import is executed, no process started).
 
-cli/worker/api -> pipeline -> steps -> ports <- stores: no import circle, nothing outside ``stores/``
+interfaces -> app -> service -> ... -> night -> memory -> stores -> rules -> core (the layers
+themselves: import-linter, tests/unit/test_layers.py): no import circle, nothing outside ``stores/``
 knows a concrete store, a metrics scrape loads no report view, and no module grows past ~500 lines.
 """
 
