@@ -131,6 +131,10 @@ def _dotted_patterns() -> list[tuple[re.Pattern[str], str]]:
     for old, new in sorted(MOVES.items(), key=lambda kv: -len(kv[0])):
         kids = _children(old) if any(n.startswith(old + ".") for n in MOVES.values()) else set()
         guard = "".join(rf"(?!\.{re.escape(k)}\b)(?!\s+import\s+\(?\s*{re.escape(k)}\b)" for k in sorted(kids))
+        if new.startswith(old + "."):
+            # The old module's name is now its layer's (``service``): only a name taken from it is old;
+            # ``taskzilla_sleep.service`` alone (the importlinter contract, a docstring) is the layer.
+            guard += r"(?=\.[A-Za-z_]|\s+import\b)"
         pat = re.compile(rf"(?<![\w.]){PKG}\.{re.escape(old)}(?![\w]){guard}")
         out.append((pat, f"{PKG}.{new}"))
     return out
@@ -142,7 +146,8 @@ def _path_patterns() -> list[tuple[re.Pattern[str], str]]:
         newp = new.replace(".", "/")
         # a module file, or a package directory (followed by / or the end of the name)
         out.append((re.compile(rf"(?<![\w/]){PKG}/{re.escape(old)}\.py(?!\w)"), f"{PKG}/{newp}.py"))
-        out.append((re.compile(rf"(?<![\w/]){PKG}/{re.escape(old)}(?=/)"), f"{PKG}/{newp}"))
+        if not new.startswith(old + "."):  # ``taskzilla_sleep/service/`` is the new layer's directory
+            out.append((re.compile(rf"(?<![\w/]){PKG}/{re.escape(old)}(?=/)"), f"{PKG}/{newp}"))
     return out
 
 
