@@ -34,8 +34,9 @@ demo: $(STAMP)
 	$(BIN)/taskzilla-sleep demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check taskzilla_sleep tests ops/bench ops/docs_ref.py
-	$(BIN)/ruff format --check taskzilla_sleep tests ops/bench ops/docs_ref.py
+	$(BIN)/ruff check taskzilla_sleep tests ops/bench ops/docs_ref.py ops/layers
+	$(BIN)/ruff format --check taskzilla_sleep tests ops/bench ops/docs_ref.py ops/layers
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict taskzilla_sleep

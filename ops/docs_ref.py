@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from taskzilla_sleep.settings import Settings, load_settings, packaged_default_yaml
+from taskzilla_sleep.core.settings import Settings, load_settings, packaged_default_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "config" / "example.yaml"
@@ -294,7 +294,7 @@ def _section_doc(section: str) -> str:
 
 def openapi_schema() -> dict[str, Any]:
     """The worker's OpenAPI schema as served with tokens configured, from the app factory alone (no store)."""
-    from taskzilla_sleep.api import ApiDeps, create_app
+    from taskzilla_sleep.interfaces.api import ApiDeps, create_app
 
     settings = load_settings(env={})
     service = types.SimpleNamespace(settings=settings, graph=None)  # routes are declared, never called
@@ -318,7 +318,7 @@ def http_page() -> str:
     schema = openapi_schema()
     info = schema["info"]
     lines = [
-        GENERATED.format(source="the OpenAPI schema of taskzilla_sleep.api.create_app"),
+        GENERATED.format(source="the OpenAPI schema of taskzilla_sleep.interfaces.api.create_app"),
         "# HTTP API reference",
         "",
         f"{info['description']} (OpenAPI {schema['openapi']}, API version {info['version']}.) A running worker "
@@ -403,10 +403,10 @@ def _commands(
 
 def cli_page() -> str:
     """Every command and option of the CLI, from its argparse parser (what ``--help`` prints)."""
-    from taskzilla_sleep.cli import make_parser
+    from taskzilla_sleep.interfaces.cli import make_parser
 
     lines = [
-        GENERATED.format(source="the argparse parser of taskzilla_sleep.cli"),
+        GENERATED.format(source="the argparse parser of taskzilla_sleep.interfaces.cli"),
         "# CLI options",
         "",
         "Every command, sub-command and option, as `--help` prints them. What the commands do, their exit codes "

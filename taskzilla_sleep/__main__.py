@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from taskzilla_sleep.cli import main
+from taskzilla_sleep.interfaces.cli import main
 
 raise SystemExit(main())

@@ -11,13 +11,13 @@ from types import TracebackType
 
 import structlog
 
-from taskzilla_sleep import audit
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.errors import ConfigError, StoreError
-from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
-from taskzilla_sleep.instruments import Instruments
+from taskzilla_sleep.core.errors import ConfigError, StoreError
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.settings import Secrets, Settings
 from taskzilla_sleep.llm.base import LLMProvider
-from taskzilla_sleep.settings import Secrets, Settings
+from taskzilla_sleep.memory.ingest import Ingestor, Limits, WriteDiscipline
+from taskzilla_sleep.rules.entities import EntityExtractor
+from taskzilla_sleep.service import audit_trail as audit
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
 
 log = structlog.get_logger(__name__)
@@ -79,7 +79,7 @@ class Services:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    from taskzilla_sleep.embeddings import LiteLLMEmbedder, OfflineMiniLM
+    from taskzilla_sleep.stores.embeddings import LiteLLMEmbedder, OfflineMiniLM
 
     e = settings.embeddings
     if e.provider == "litellm":

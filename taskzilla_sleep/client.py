@@ -22,12 +22,12 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from taskzilla_sleep.api.errors import ErrorResponse, ItemError
-from taskzilla_sleep.api.schemas import Health, IngestResult, Readiness, RecallResult
-from taskzilla_sleep.errors import TaskzillaError
-from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSummary
-from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, PatternStatus
-from taskzilla_sleep.service import ContradictionView
+from taskzilla_sleep.core.errors import TaskzillaError
+from taskzilla_sleep.core.models import Contradiction, EpisodeIn, Pattern, PatternStatus
+from taskzilla_sleep.interfaces.api.errors import ErrorResponse, ItemError
+from taskzilla_sleep.interfaces.api.schemas import Health, IngestResult, Readiness, RecallResult
+from taskzilla_sleep.memory.admin import ForgetReport, PatternDetail, PatternSummary
+from taskzilla_sleep.service.memory_service import ContradictionView
 
 M = TypeVar("M")
 Keep = Literal["new", "old", "both"]

@@ -66,7 +66,7 @@ def chroma_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
 @pytest.fixture(scope="session")
 def offline_embedder() -> object:
     """One real MiniLM embedder for the whole session (the ONNX session is reused)."""
-    from taskzilla_sleep.embeddings import OfflineMiniLM
+    from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 
     return OfflineMiniLM()
 

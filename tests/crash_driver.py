@@ -3,7 +3,7 @@
     python -m tests.crash_driver PROGRESS_FILE [--fresh] [--snapshot] [--busy | --undo] [--stop-after STAGE]
 
 Settings come from the environment (TASKZILLA_DATA_DIR, TASKZILLA__GRAPH__BACKEND, ...), exactly
-as for the CLI. ``TASKZILLA_CRASH_AT`` arms a crash point (see taskzilla_sleep/faults.py); the
+as for the CLI. ``TASKZILLA_CRASH_AT`` arms a crash point (see taskzilla_sleep/core/faults.py); the
 test then runs this driver again, unarmed, to finish — as an operator would rerun after a crash.
 The default scenario is the bundled sample week over three nights (with messages delivered late);
 ``--busy`` is one night over a generated busy week (ops/bench/generate.py), where a distill has
@@ -20,13 +20,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from taskzilla_sleep import facts
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.reconcile import reconcile
-from taskzilla_sleep.settings import Secrets, load_settings
+from taskzilla_sleep.core.logs import configure_logging
+from taskzilla_sleep.core.settings import Secrets, load_settings
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.memory import facts
+from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
 
 NIGHT = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
 
@@ -94,8 +94,8 @@ BUSY: list[tuple[str, Callable[[Services], None]]] = [("ingest", _busy_ingest), 
 
 def _undo_night2(s: Services) -> None:
     """Undo the second night (it learned the late messages' belief and retired night 1's messages)."""
-    from taskzilla_sleep.archive import undo_run
-    from taskzilla_sleep.memory_index import rebuild_memory
+    from taskzilla_sleep.memory.archive import undo_run
+    from taskzilla_sleep.memory.index import rebuild_memory
 
     (night2,) = [r for r in s.graph.runs(20) if r.now == NIGHT + timedelta(hours=73)]
     report = undo_run(

@@ -5,7 +5,7 @@
 Stages: ``seed`` (2,500 vectors, 1,300 deleted: over the rebuild trigger), ``night`` (what a night
 does for the team: reconcile's leftover drop, then the rebuild trigger after decay) and ``snapshot``
 (prints one JSON line: every vector's id, text, metadata and embedding, the collections, a query).
-``TASKZILLA_CRASH_AT`` arms a crash point (taskzilla_sleep/faults.py).
+``TASKZILLA_CRASH_AT`` arms a crash point (taskzilla_sleep/core/faults.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import json
 import sys
 from typing import Any
 
-from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.reconcile import REBUILD_GRACE_S
+from taskzilla_sleep.core.logs import configure_logging
+from taskzilla_sleep.memory.reconcile import REBUILD_GRACE_S
+from taskzilla_sleep.memory.vector_upkeep import rebuild_heavy
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from taskzilla_sleep.stores.memory.vectors import HashEmbedder
-from taskzilla_sleep.vector_upkeep import rebuild_heavy
 
 TEAM = "alpha"
 WORDS = ["deploy", "release", "database", "migration", "lunch", "pizza", "cat", "windowsill", "oncall", "pager"]

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.recall import recall
-from taskzilla_sleep.settings import Secrets, load_settings
+from taskzilla_sleep.core.logs import configure_logging
+from taskzilla_sleep.core.settings import Secrets, load_settings
+from taskzilla_sleep.memory.recall import recall
 from tests.crash_driver import NIGHT, STAGES
 
 # One habit stated three times in #ops and three times in #dev, naming no project, tool or tag: the

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from taskzilla_sleep.client import ApiError, Client
-from taskzilla_sleep.models import EpisodeIn, Provenance
+from taskzilla_sleep.core.models import EpisodeIn, Provenance
 
 T = TypeVar("T")
 GUEST = "guest-visitor"  # the author who asks to be forgotten

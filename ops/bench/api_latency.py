@@ -26,10 +26,10 @@ from typing import Any
 
 from ops.bench.run import machine
 from taskzilla_sleep.app import build
-from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.logs import configure_logging
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
 
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
 PATHS = ("/healthz", "/metrics", "/v1/recall?" + urllib.parse.urlencode({"q": "release train staging soak", "k": 5}))

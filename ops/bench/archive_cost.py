@@ -34,7 +34,7 @@ SETTINGS = {"on": 30.0, "off": 0.0}
 
 def _services(pair_overrides: dict[str, Any], data: Path, archive_days: float) -> Any:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.core.settings import load_settings
 
     overrides = dict(pair_overrides) | {"decay.archive_days": archive_days}
     settings = load_settings(env={"TASKZILLA_DATA_DIR": str(data)}, overrides=overrides)
@@ -42,7 +42,7 @@ def _services(pair_overrides: dict[str, Any], data: Path, archive_days: float) -
 
 
 def run_pair(pair: str, days: int, per_day: int, work: Path) -> dict[str, Any]:
-    from taskzilla_sleep.pipeline import NightRequest, run_night
+    from taskzilla_sleep.night.pipeline import NightRequest, run_night
 
     gen = generate(days=days, per_day=per_day, start=date(2026, 10, 12))
     by_day: dict[str, list[dict[str, Any]]] = {}

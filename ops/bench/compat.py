@@ -28,7 +28,7 @@ def run_night(
     clock: Callable[[], datetime] | None = None,
     before_step: Callable[[str], bool] | None = None,
 ) -> Any:
-    from taskzilla_sleep import pipeline
+    from taskzilla_sleep.night import pipeline
 
     if not hasattr(pipeline, "NightRequest"):  # a package from before the request/hooks interface
         kwargs = {"clock": clock, "before_step": before_step, "teams": teams, "lookback": lookback, "steps": steps}

@@ -17,7 +17,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from taskzilla_sleep.models import Entity, EntityKind, EntityLink, Episode, Provenance
+from taskzilla_sleep.core.models import Entity, EntityKind, EntityLink, Episode, Provenance
 from taskzilla_sleep.stores.falkordb import open_falkordb
 
 

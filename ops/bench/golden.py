@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from taskzilla_sleep.beliefs import Kind, statement_kind
+from taskzilla_sleep.core.models import Episode, Pattern, PatternKind, Provenance
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     EpisodeView,
@@ -44,9 +44,9 @@ from taskzilla_sleep.llm.base import (
     ReflectRequest,
     Unanswered,
 )
-from taskzilla_sleep.models import Episode, Pattern, PatternKind, Provenance
-from taskzilla_sleep.policies import Span, contradiction_kind
-from taskzilla_sleep.steps.reflect import guard
+from taskzilla_sleep.night.steps.reflect import guard
+from taskzilla_sleep.rules.beliefs import Kind, statement_kind
+from taskzilla_sleep.rules.policies import Span, contradiction_kind
 from taskzilla_sleep.stores.ports import Embedder
 
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden"
@@ -334,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--failures", type=int, default=0, help="list up to N failed cases")
     ap.add_argument("--dir", type=Path, default=GOLDEN, help="folder with the two golden files")
     args = ap.parse_args(argv)
-    from taskzilla_sleep.embeddings import OfflineMiniLM
+    from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 
     embedder = OfflineMiniLM()
     provider = provider_from_env(embedder)

@@ -130,7 +130,7 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
     """Replay ``week`` on fresh stores under ``work``; returns the observation and the run's facts."""
     from ops.bench.compat import run_night
     from taskzilla_sleep.app import Services, build_graph, build_llm, build_vectors
-    from taskzilla_sleep.settings import Secrets, load_settings
+    from taskzilla_sleep.core.settings import Secrets, load_settings
 
     shutil.rmtree(work, ignore_errors=True)
     settings = load_settings(
@@ -210,19 +210,19 @@ def gate(graph: Any, ids: Sequence[str], people: frozenset[str], learnable: list
     package has one, else past its belief gate (``policies.is_learnable``, before issue 28); None
     when the package measured has neither."""
     try:
-        from taskzilla_sleep.models import EpisodeStatus
+        from taskzilla_sleep.core.models import EpisodeStatus
 
         raw = [e.model_copy(update={"status": EpisodeStatus.RAW}) for e in graph.get_episodes(sorted(ids))]
     except (ImportError, TypeError, AttributeError):
         return None
     try:
-        from taskzilla_sleep.beliefs.prefilter import withheld
+        from taskzilla_sleep.rules.beliefs.prefilter import withheld
 
         return learnable + [e for e in raw if withheld(e) is None]
     except ImportError:
         pass
     try:
-        from taskzilla_sleep.policies import is_learnable
+        from taskzilla_sleep.rules.policies import is_learnable
 
         return learnable + [e for e in raw if is_learnable(e, people)]
     except (ImportError, TypeError, AttributeError):
@@ -234,7 +234,7 @@ def passed(learnable: list[Any] | None) -> list[str] | None:
     if learnable is None:
         return None
     try:
-        from taskzilla_sleep.policies import distinct_texts
+        from taskzilla_sleep.rules.policies import distinct_texts
     except ImportError:
         return [e.id for e in learnable]
     return sorted(e.id for e in distinct_texts(learnable))
@@ -272,7 +272,7 @@ def read_state(graph: Any, team: str) -> hs.StoreState:
 
 
 def ask(graph: Any, vectors: Any, query: str, now: datetime, team: str) -> list[hs.Item]:
-    from taskzilla_sleep.recall import recall
+    from taskzilla_sleep.memory.recall import recall
 
     return [hs.Item(i.kind, i.id, i.text) for i in recall(graph, vectors, query, now, teams=[team])]
 
@@ -336,7 +336,7 @@ def run(
     weeks: Sequence[str], providers: Sequence[str], work: Path, corpus: Path = CORPUS, embedder: Any = None
 ) -> dict[str, Any]:
     """Every week on fresh stores for every provider, scored; JSON-ready apart from nothing (plain data)."""
-    from taskzilla_sleep.embeddings import OfflineMiniLM
+    from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 
     embedder = embedder or OfflineMiniLM()
     loaded = [load_week(w, corpus) for w in weeks]
@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = [w for w in weeks if w not in known] + [p for p in provs if p not in PROVIDERS]
     if bad:
         ap.error(f"unknown week or provider: {', '.join(bad)}")
-    from taskzilla_sleep.logs import configure_logging
+    from taskzilla_sleep.core.logs import configure_logging
 
     configure_logging(os.environ.get("HARD_CASES_LOG_LEVEL", "warning"), json=True)
     result = _jsonable(run(weeks, provs, a.work, a.corpus))

@@ -3,7 +3,7 @@
 Pure functions of the gold labels and an :class:`Observed` (plain rows read from the stores), so the
 scoring is unit-tested on hand-made data. The definitions are the harness's own, written from the
 words of the judgement rules (docs/concepts/judgement.md, What memory learns), not from the product's code
-(``taskzilla_sleep/policies.py`` was not consulted):
+(``taskzilla_sleep/rules/policies.py`` was not consulted):
 
 - a pattern is *mostly* X when more than half of its distinct evidence ids are labelled X;
 - a label's *belief key* is KEY for ``habit|change-old|change-new|disagree-a|disagree-b|pref|bot:KEY``

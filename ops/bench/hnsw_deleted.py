@@ -75,7 +75,7 @@ def _query_times(store: Any, queries: np.ndarray, rounds: int) -> list[float]:
 
 
 def _month(open_store: Any, a: argparse.Namespace, rebuild: bool, rng: np.random.Generator) -> dict[str, float]:
-    from taskzilla_sleep.vector_upkeep import rebuild_heavy
+    from taskzilla_sleep.memory.vector_upkeep import rebuild_heavy
 
     total = a.days * a.per_day
     centres = _unit(rng.normal(size=(64, 384)))
@@ -116,7 +116,7 @@ def _month(open_store: Any, a: argparse.Namespace, rebuild: bool, rng: np.random
 def simulate(a: argparse.Namespace) -> int:
     import contextlib
 
-    from taskzilla_sleep.logs import configure_logging
+    from taskzilla_sleep.core.logs import configure_logging
     from taskzilla_sleep.stores.chroma import ChromaVectorStore
 
     configure_logging(level="warning")  # stderr; stdout is the table

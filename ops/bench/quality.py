@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ops.bench import compat
-from taskzilla_sleep.models import Pattern, PatternStatus
+from taskzilla_sleep.core.models import Pattern, PatternStatus
 
 Q_EPISODE_STATES = """
 MATCH (e:Episode) WHERE e.team = $team

@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=0, help="timed rounds of every question, teams back to back")
     a = ap.parse_args(argv)
     from ops.bench.scenario import SYNTHETIC_QUERIES, backend_settings
-    from taskzilla_sleep.logs import configure_logging
-    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.core.logs import configure_logging
+    from taskzilla_sleep.core.settings import load_settings
 
     configure_logging(level="warning")
     gold = json.loads((a.work / "dataset" / "gold.json").read_text())
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _count_and_time(settings: Any, questions: list[str], rounds: int) -> None:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.recall import recall
-    from taskzilla_sleep.recall.select import same_text
+    from taskzilla_sleep.memory.recall import recall
+    from taskzilla_sleep.memory.recall.select import same_text
 
     now = datetime.now(UTC)
     calls: collections.Counter[str] = collections.Counter()

@@ -26,7 +26,7 @@ from ops.bench.hard_cases import WEEKS, Week, load_week
 
 
 def build(week: Week, embedder: Any) -> tuple[Any, Any, datetime]:
-    from taskzilla_sleep.models import (
+    from taskzilla_sleep.core.models import (
         Contradiction,
         ContradictionKind,
         Episode,
@@ -112,9 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--failures", action="store_true", help="print the first items of the questions missed")
     a = ap.parse_args(argv)
     from taskzilla_sleep.app import build_embedder
-    from taskzilla_sleep.logs import configure_logging
-    from taskzilla_sleep.recall import recall, select
-    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.core.logs import configure_logging
+    from taskzilla_sleep.core.settings import load_settings
+    from taskzilla_sleep.memory.recall import recall, select
 
     configure_logging(level="warning")
     embedder = build_embedder(load_settings(env={"HF_HUB_OFFLINE": "1"}))

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from taskzilla_sleep.logs import configure_logging
+    from taskzilla_sleep.core.logs import configure_logging
 
     configure_logging("warning", json=True)
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)  # "property slot does not exist" before any run
@@ -162,7 +162,7 @@ def _servers(work: Path) -> Iterator[dict[str, str]]:
 def _stub(latency: tuple[float, float], seed: int) -> Iterator[Any]:
     """The LLM stub answering as ``model.py``, each chat call taking LO + uniform(0, HI - LO) s."""
     from ops.bench import model
-    from taskzilla_sleep.embeddings import OfflineMiniLM
+    from taskzilla_sleep.stores.embeddings import OfflineMiniLM
     from tests.llm_stub import LLMStub, Reply
 
     embedder = OfflineMiniLM()
@@ -180,7 +180,7 @@ def _stub(latency: tuple[float, float], seed: int) -> Iterator[Any]:
 @contextlib.contextmanager
 def _stores(env: dict[str, str], data: Path) -> Iterator[Any]:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.settings import Secrets, load_settings
+    from taskzilla_sleep.core.settings import Secrets, load_settings
 
     full = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | env
     with build(load_settings(env=full | {"TASKZILLA_DATA_DIR": str(data)}), Secrets.from_env(full)) as s:
@@ -352,7 +352,7 @@ def _comm(pid: int) -> str:
 
 def _holders(graph: Any, teams: list[str]) -> dict[str, str]:
     """Team -> the live holder of its lease, for ``teams`` only (one read each)."""
-    from taskzilla_sleep.lease import live_holder, team_lease_name
+    from taskzilla_sleep.runtime.lease import live_holder, team_lease_name
 
     held = {t: live_holder(graph, team_lease_name(t)) for t in teams}
     return {t: h for t, h in held.items() if h is not None}

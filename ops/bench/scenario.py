@@ -219,7 +219,7 @@ def night_of(day: date) -> datetime:
 
 
 def run(cfg: Config) -> dict[str, Any]:
-    from taskzilla_sleep.logs import configure_logging
+    from taskzilla_sleep.core.logs import configure_logging
 
     configure_logging("warning", json=True)
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key")
@@ -268,8 +268,8 @@ def _skipped_by_config(episodes: list[dict[str, Any]]) -> list[str]:
     """Ids the package's default write discipline skips at ingestion (the package under test)."""
     from types import SimpleNamespace
 
-    from taskzilla_sleep.ingest import WriteDiscipline
-    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.core.settings import load_settings
+    from taskzilla_sleep.memory.ingest import WriteDiscipline
 
     rules = WriteDiscipline(load_settings(env={}).ingest.write_discipline)
     return sorted(e["id"] for e in episodes if rules.connector_for(SimpleNamespace(text=e["text"])) is not None)  # type: ignore[arg-type]
@@ -322,8 +322,8 @@ IRC_QUERIES = [
 def _run(cfg: Config, data: Data, overrides: dict[str, Any]) -> dict[str, Any]:
     from ops.bench import model
     from taskzilla_sleep.app import Services, build_graph, build_llm, build_vectors
-    from taskzilla_sleep.embeddings import OfflineMiniLM
-    from taskzilla_sleep.settings import Secrets, load_settings
+    from taskzilla_sleep.core.settings import Secrets, load_settings
+    from taskzilla_sleep.stores.embeddings import OfflineMiniLM
     from tests.llm_stub import LLMStub
 
     totals = Totals()
@@ -439,7 +439,7 @@ class _Bench:
                     if k in ("episodes_expected", "episodes_lost", "pinned_facts_touched", "ai_drafts_learned",
                              "retired_badly", "skipped_stored", "by_status")
                 }  # fmt: skip
-        from taskzilla_sleep.reconcile import reconcile
+        from taskzilla_sleep.memory.reconcile import reconcile
 
         self.out["drift_at_end"] = reconcile(self.s.graph, self.s.vectors, repair=False).drift
         u = _usage(self.llm)
@@ -494,7 +494,7 @@ class _Bench:
     # -- pieces -------------------------------------------------------------------------------
     def _pin_facts(self, team: str | None = None) -> list[Any]:
         """The gold's pinned facts, pinned on day 1 at 08:00 for ``team`` (the run's team by default)."""
-        from taskzilla_sleep import facts
+        from taskzilla_sleep.memory import facts
 
         assert self.data.gold is not None
         at = datetime(self.cfg.start.year, self.cfg.start.month, self.cfg.start.day, 8, 0, tzinfo=TZ)
@@ -615,8 +615,8 @@ class _Bench:
     def _reopen(self) -> dict[str, Any]:
         """Close the stores and open them again, as a restarted worker does (embedded: reload from disk)."""
         from taskzilla_sleep.app import build_graph, build_vectors
-        from taskzilla_sleep.errors import StoreError
-        from taskzilla_sleep.settings import Secrets
+        from taskzilla_sleep.core.errors import StoreError
+        from taskzilla_sleep.core.settings import Secrets
 
         s = self.s
         s.vectors.close()
@@ -638,7 +638,7 @@ class _Bench:
         return {"graph_s": round(graph_s, 2), "vectors_s": round(vectors_s, 2)}
 
     def _recall_latency(self, d: int) -> dict[str, Any]:
-        from taskzilla_sleep.recall import recall
+        from taskzilla_sleep.memory.recall import recall
 
         now = night_of(self.cfg.start + timedelta(days=d)) + timedelta(hours=7)
         qs = self.data.queries
@@ -678,7 +678,7 @@ class _Bench:
         in alternating order: the ratio of their p95s compares the stores' ages, not the machine's
         moments. Done last, so the twin changes no other figure of the run."""
         from ops.bench.compat import run_night
-        from taskzilla_sleep.recall import recall
+        from taskzilla_sleep.memory.recall import recall
 
         twin = f"{self.team}-day1"[:48]
         eps = [{**e, "team": twin} | ({"id": f"{e['id']}-day1"} if "id" in e else {}) for e in self.data.days[0]]
@@ -727,7 +727,7 @@ class _Bench:
 
     def _watchdog_day(self, d: int) -> dict[str, Any]:
         from ops.bench.compat import run_night
-        from taskzilla_sleep.watchdog import watchdog_due
+        from taskzilla_sleep.night.watchdog import watchdog_due
 
         s = self.s.settings
         eps = self.data.days[d]

@@ -1,5 +1,8 @@
 """Chat alerts: a contradiction (or the nightly summary) posted to Slack, Telegram or a webhook.
 
+Layer 4, beside ``llm`` (neither imports the other): imports ``stores`` (ports), ``rules``, ``core``;
+``memory`` (a resolution answered, an undo withdrawn) and everything above may use it.
+
 The flow is queue -> claim -> send -> mark, and each part is shaped by what can go wrong:
 
 1. reflect opens a contradiction (one atomic graph write). Nothing about alerts happens there.

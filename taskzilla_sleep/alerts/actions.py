@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from taskzilla_sleep.errors import BadRequest
+from taskzilla_sleep.core.errors import BadRequest
 
 Keep = Literal["new", "old", "both"]
 KEEPS: tuple[Keep, ...] = ("new", "old", "both")

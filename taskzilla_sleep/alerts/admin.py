@@ -1,7 +1,7 @@
 """What an operator does with the outbox: list alerts (failed ones above all) and requeue them.
 
 Shared by the command line (``cli_alerts``) and the admin API (``GET /v1/alerts``, ``POST
-/v1/alerts/{id}/requeue``). Every call takes the caller's :class:`~taskzilla_sleep.access.Access`:
+/v1/alerts/{id}/requeue``). Every call takes the caller's :class:`~taskzilla_sleep.rules.access.Access`:
 an admin sees and requeues the alerts of its teams only; an alert of no team (the nightly summary)
 belongs to admins of every team. Requeue changes nothing but the failed alerts it names (pending
 again, due now, attempts 0, no last error): requeueing twice, or an alert that is not failed, is a
@@ -16,10 +16,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from taskzilla_sleep.access import Access
 from taskzilla_sleep.alerts.outbox import Alert, Outbox
-from taskzilla_sleep.errors import NotFound
-from taskzilla_sleep.models import Time
+from taskzilla_sleep.core.errors import NotFound
+from taskzilla_sleep.core.models import Time
+from taskzilla_sleep.rules.access import Access
 from taskzilla_sleep.stores.ports import AlertKind, AlertStatus, GraphStore
 
 # What a person may ask for: the stored statuses, and "sent" for delivered.

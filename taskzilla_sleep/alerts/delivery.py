@@ -21,8 +21,8 @@ import structlog
 
 from taskzilla_sleep.alerts.outbox import Alert, Outbox
 from taskzilla_sleep.alerts.senders import ERROR_MAX, Sender
-from taskzilla_sleep.errors import DeliveryError
-from taskzilla_sleep.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.core.errors import DeliveryError
+from taskzilla_sleep.core.settings import AlertChannel, AlertSettings
 
 log = structlog.get_logger(__name__)
 

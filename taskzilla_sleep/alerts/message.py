@@ -15,10 +15,10 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
-from taskzilla_sleep.contradictions import KEEP_CHOICES, resolve_command
-from taskzilla_sleep.models import PATTERN_LIVE, Contradiction, ContradictionKind, Episode, Pattern, PatternStatus
+from taskzilla_sleep.core.models import PATTERN_LIVE, Contradiction, ContradictionKind, Episode, Pattern, PatternStatus
+from taskzilla_sleep.core.text import one_line
+from taskzilla_sleep.rules.resolution import KEEP_CHOICES, resolve_command
 from taskzilla_sleep.stores.ports import AlertKind, AlertRecord
-from taskzilla_sleep.text import one_line
 
 EXAMPLES_PER_BELIEF = 2
 EXAMPLE_CHARS = 160

@@ -30,9 +30,9 @@ from taskzilla_sleep.alerts.message import (
     format_summary,
 )
 from taskzilla_sleep.alerts.senders import ERROR_MAX
-from taskzilla_sleep.errors import NotFound, StoreError
-from taskzilla_sleep.models import Contradiction, ContradictionStatus, Episode, EpisodeStatus, Pattern
-from taskzilla_sleep.settings import AlertChannel
+from taskzilla_sleep.core.errors import NotFound, StoreError
+from taskzilla_sleep.core.models import Contradiction, ContradictionStatus, Episode, EpisodeStatus, Pattern
+from taskzilla_sleep.core.settings import AlertChannel
 from taskzilla_sleep.stores.ports import AlertKind, AlertRecord, AlertStatus, GraphStore
 
 log = structlog.get_logger(__name__)

@@ -23,7 +23,7 @@ from taskzilla_sleep.alerts.actions import (
     telegram_callback,
 )
 from taskzilla_sleep.alerts.message import AlertMessage, Section, render_plain
-from taskzilla_sleep.text import ELLIPSIS, one_line
+from taskzilla_sleep.core.text import ELLIPSIS, one_line
 
 Json = dict[str, Any]  # a JSON body
 

@@ -19,8 +19,8 @@ from pydantic import SecretStr
 
 from taskzilla_sleep.alerts.message import AlertMessage
 from taskzilla_sleep.alerts.render import Json, slack_payload, telegram_payload, webhook_payload
-from taskzilla_sleep.errors import ConfigError, DeliveryError
-from taskzilla_sleep.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.core.errors import ConfigError, DeliveryError
+from taskzilla_sleep.core.settings import AlertChannel, AlertSettings
 
 ChannelKind = Literal["slack", "telegram", "webhook"]
 

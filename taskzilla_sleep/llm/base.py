@@ -20,7 +20,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import Evidence, PatternKind
+from taskzilla_sleep.core.models import Evidence, PatternKind
 
 # ``supersedes``: the team changed its practice and NEW replaces OLD from NEW's first date;
 # ``contradicts``: both are meant to hold now and people disagree.

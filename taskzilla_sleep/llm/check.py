@@ -21,9 +21,9 @@ from typing import Any
 
 import structlog
 
+from taskzilla_sleep.core.models import iso_time
+from taskzilla_sleep.core.settings import LLMSettings
 from taskzilla_sleep.llm.client import _import_litellm, placeholder_key
-from taskzilla_sleep.models import iso_time
-from taskzilla_sleep.settings import LLMSettings
 
 log = structlog.get_logger(__name__)
 

@@ -43,8 +43,9 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from taskzilla_sleep.errors import ConfigError, LLMError
-from taskzilla_sleep.instruments import Instruments
+from taskzilla_sleep.core.errors import ConfigError, LLMError
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.logs import adopt_vendor_handlers
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMUsage,
@@ -68,7 +69,6 @@ from taskzilla_sleep.llm.prompts.reflect import (
     reflect_messages,
 )
 from taskzilla_sleep.llm.prompts.shared import ChatMessage, InvalidAnswer, Items, Prompt
-from taskzilla_sleep.logs import adopt_vendor_handlers
 
 log = structlog.get_logger(__name__)
 

@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from taskzilla_sleep.beliefs import declarative, is_belief, slots, topics
-from taskzilla_sleep.beliefs.language import RULES_READ, rules_read
+from taskzilla_sleep.core.models import Episode, Evidence, PatternKind, Provenance
+from taskzilla_sleep.core.settings import DistillSettings
 from taskzilla_sleep.llm.base import (
     MAX_STATEMENT_CHARS,
     DistillRequest,
@@ -31,8 +31,9 @@ from taskzilla_sleep.llm.base import (
     Verdict,
     validate_draft,
 )
-from taskzilla_sleep.models import Episode, Evidence, PatternKind, Provenance
-from taskzilla_sleep.policies import (
+from taskzilla_sleep.rules.beliefs import declarative, is_belief, slots, topics
+from taskzilla_sleep.rules.beliefs.language import RULES_READ, rules_read
+from taskzilla_sleep.rules.policies import (
     Candidate,
     cohesion,
     content_words,
@@ -41,7 +42,6 @@ from taskzilla_sleep.policies import (
     is_change_statement,
     representative,
 )
-from taskzilla_sleep.settings import DistillSettings
 from taskzilla_sleep.stores.ports import Embedder
 
 _KIND_CUES: list[tuple[PatternKind, re.Pattern[str]]] = [

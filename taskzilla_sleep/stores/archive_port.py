@@ -1,6 +1,6 @@
 """The archive's part of the graph store's interface (``ports.GraphStore`` includes it): what a change
 (a night's run, a person's resolve or release) found before it wrote, and what undo and release do
-with it. The domain side is ``taskzilla_sleep/archive/``."""
+with it. The domain side is ``taskzilla_sleep/memory/archive/``."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from taskzilla_sleep.settings import GraphSettings, VectorSettings
+from taskzilla_sleep.core.settings import GraphSettings, VectorSettings
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
 
 

@@ -26,10 +26,10 @@ from chromadb.api.types import Embeddable, EmbeddingFunction
 from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, Settings
 from chromadb.errors import NotFoundError
 
-from taskzilla_sleep.embeddings import chroma_embedding_function
-from taskzilla_sleep.errors import InputError, StoreError, TaskzillaError
+from taskzilla_sleep.core.errors import InputError, StoreError, TaskzillaError
 from taskzilla_sleep.stores import chroma_generations as gens
 from taskzilla_sleep.stores.chroma_http import ServerAddress, connect_server, http_sessions
+from taskzilla_sleep.stores.embeddings import chroma_embedding_function
 from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.ports import (
     Embedder,

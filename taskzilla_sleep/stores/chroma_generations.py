@@ -37,7 +37,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.api.types import Embeddable, EmbeddingFunction
 from chromadb.errors import NotFoundError
 
-from taskzilla_sleep.faults import crashpoint
+from taskzilla_sleep.core.faults import crashpoint
 from taskzilla_sleep.stores.records import VectorRebuild
 
 REGISTRY = "tz__generations"

@@ -17,7 +17,7 @@ from chromadb.api import ClientAPI
 from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, Settings
 from chromadb.errors import NotFoundError
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.core.errors import StoreError
 from taskzilla_sleep.stores.outage import Outage
 
 log = structlog.get_logger("taskzilla_sleep.stores.chroma")

@@ -12,7 +12,7 @@ from enum import Enum
 
 from pydantic import ValidationError
 
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.models import (
     EPISODE_LIVE,
     STEP_DONE,
     Contradiction,

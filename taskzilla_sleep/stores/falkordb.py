@@ -24,7 +24,7 @@ from falkordb import FalkorDB
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.core.errors import StoreError
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import structlog
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.core.errors import StoreError
 
 log = structlog.get_logger(__name__)
 

@@ -40,7 +40,7 @@ import structlog
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.core.errors import StoreError
 from taskzilla_sleep.stores.falkordb_process import (
     POLL_S,
     SPAWNER,

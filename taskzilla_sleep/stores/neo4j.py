@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from neo4j import READ_ACCESS, WRITE_ACCESS, GraphDatabase, RoutingControl
 from neo4j.exceptions import DriverError, IncompleteCommit, Neo4jError, ServiceUnavailable, SessionExpired
 
-from taskzilla_sleep.errors import ConfigError, StoreError
+from taskzilla_sleep.core.errors import ConfigError, StoreError
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.outage import Outage

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.core.errors import StoreError
 
 
 class Outage:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.models import unstorable
+from taskzilla_sleep.core.errors import StoreError
+from taskzilla_sleep.core.models import unstorable
 
 _INT64 = (-(2**63), 2**63 - 1)
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")  # as models.unstorable, for the fast pass

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from taskzilla_sleep.models import Contradiction, EntityLink, Episode, Pattern, Run, Tombstone
+from taskzilla_sleep.core.models import Contradiction, EntityLink, Episode, Pattern, Run, Tombstone
 from taskzilla_sleep.stores.archive_port import ArchiveStore
 from taskzilla_sleep.stores.records import (
     OWNED_EDGES,

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taskzilla_sleep.models import EntityLink, Episode, EpisodeStatus, PatternStatus, Provenance, Time
+from taskzilla_sleep.core.models import EntityLink, Episode, EpisodeStatus, PatternStatus, Provenance, Time
 
 ItemKind = Literal["episode", "pattern"]
 GraphBackend = Literal["falkordb", "neo4j"]

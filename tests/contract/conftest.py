@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from taskzilla_sleep.core.settings import load_settings
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.settings import load_settings
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore

@@ -22,8 +22,8 @@ from taskzilla_sleep.alerts.delivery import DeliveryReport, deliver_due
 from taskzilla_sleep.alerts.outbox import Alert, Outbox
 from taskzilla_sleep.alerts.render import slack_payload, telegram_payload, webhook_payload
 from taskzilla_sleep.alerts.senders import Sender, build_senders, close_senders
-from taskzilla_sleep.logs import configure_logging
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.logs import configure_logging
+from taskzilla_sleep.core.models import (
     Contradiction,
     ContradictionStatus,
     Episode,
@@ -32,8 +32,8 @@ from taskzilla_sleep.models import (
     PatternStatus,
     Provenance,
 )
-from taskzilla_sleep.policies import contradiction_id
-from taskzilla_sleep.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.core.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.rules.policies import contradiction_id
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.ports import EpisodeUpdate
 from tests.http_receiver import Receiver, free_port

@@ -13,14 +13,14 @@ import pytest
 import structlog
 from fastapi.testclient import TestClient
 
-from taskzilla_sleep.access import token_hash
-from taskzilla_sleep.api import create_app
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import ApiSettings, load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.settings import ApiSettings, load_settings
+from taskzilla_sleep.interfaces.api import create_app
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import token_hash
 
 NOW = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
 TOKEN = "tz-api-token-for-tests"
@@ -389,9 +389,9 @@ def test_forget_and_export_over_the_api(services: Services, monkeypatch: pytest.
     )
 
     # A forget never lands inside a night: it waits for the lease, then answers 429 with Retry-After.
-    from taskzilla_sleep.lease import LEASE_NAME, Lease
+    from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease
 
-    monkeypatch.setattr("taskzilla_sleep.worker.FORGET_WAIT_S", 0.3)
+    monkeypatch.setattr("taskzilla_sleep.interfaces.worker.FORGET_WAIT_S", 0.3)
     night = Lease(services.graph, LEASE_NAME, 60, me="night@test")
     assert night.try_acquire()
     try:

@@ -23,12 +23,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from taskzilla_sleep.api import create_app
 from taskzilla_sleep.app import build
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.api import create_app
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
 
 EXAMPLES_PER_OPERATION = 50
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")

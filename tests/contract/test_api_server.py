@@ -10,9 +10,9 @@ from datetime import datetime
 from pathlib import Path
 
 from taskzilla_sleep.app import build
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
 
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
 EPISODES = 1500  # the benchmark uses 5,000; enough here to keep the ingest busy for seconds

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus
-from taskzilla_sleep.pipeline import NightRequest, run_night
+from taskzilla_sleep.core.models import EpisodeStatus, PatternStatus
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.rules.access import token_hash
 from tests.contract.test_api import NOW, bearer, client, services  # noqa: F401 - the fixture
 
 ADMIN, PLATFORM_ADMIN, OPS_ADMIN, WRITER = "tz-admin-all", "tz-admin-platform", "tz-admin-ops", "tz-writer"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus
+from taskzilla_sleep.core.models import EpisodeStatus, PatternStatus
 from taskzilla_sleep.stores.ports import (
     ChangeRecord,
     EpisodeUpdate,

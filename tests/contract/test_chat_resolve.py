@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.access import OPEN
 from taskzilla_sleep.app import build
-from taskzilla_sleep.models import Contradiction, ContradictionKind, ContradictionStatus
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.models import Contradiction, ContradictionKind, ContradictionStatus
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import OPEN
 from tests.http_receiver import Received, Receiver
 from tests.unit.steps.conftest import episode, pattern
 

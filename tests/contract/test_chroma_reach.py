@@ -10,8 +10,8 @@ import chromadb
 import pytest
 from chromadb.config import Settings as ChromaSettings
 
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.settings import VectorSettings
+from taskzilla_sleep.core.errors import StoreError
+from taskzilla_sleep.core.settings import VectorSettings
 from taskzilla_sleep.stores.backends import open_vectors
 from taskzilla_sleep.stores.memory.vectors import HashEmbedder
 from tests.http_receiver import receiver

@@ -15,16 +15,16 @@ import pytest
 import structlog
 from fastapi.testclient import TestClient
 
-from taskzilla_sleep.api.schemas import IngestResult, RecallResult
 from taskzilla_sleep.app import Services, build
 from taskzilla_sleep.client import ApiError, Client
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.memory_admin import ForgetReport, PatternDetail, PatternSummary
-from taskzilla_sleep.models import Contradiction, EpisodeIn, Pattern, PatternStatus, Provenance
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.recall import RecallItem
-from taskzilla_sleep.service import ContradictionView
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.models import Contradiction, EpisodeIn, Pattern, PatternStatus, Provenance
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.api.schemas import IngestResult, RecallResult
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.memory.admin import ForgetReport, PatternDetail, PatternSummary
+from taskzilla_sleep.memory.recall import RecallItem
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.service.memory_service import ContradictionView
 from tests.contract.test_api import GRANTS, NOW, OTHER, READER, TOKEN, WRITER, client, ep
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.settings import load_settings
 from tests.conftest import service_unavailable
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep import contradictions, facts
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.ingest import Ingestor, IngestReport, Limits, WriteDiscipline
+from taskzilla_sleep.core.errors import InputError
+from taskzilla_sleep.core.models import ContradictionKind, EpisodeStatus, PatternStatus, Provenance, RunTrigger
+from taskzilla_sleep.core.settings import Settings
+from taskzilla_sleep.interfaces.demo import sample_lines
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMProvider,
@@ -26,13 +25,14 @@ from taskzilla_sleep.llm.base import (
     Verdict,
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.memory_index import changes_of, write_memory
-from taskzilla_sleep.models import ContradictionKind, EpisodeStatus, PatternStatus, Provenance, RunTrigger
-from taskzilla_sleep.pipeline import NightRequest, NightResult, run_night
-from taskzilla_sleep.recall import recall
-from taskzilla_sleep.recall.select import MIN_SIMILARITY
-from taskzilla_sleep.reconcile import reconcile
-from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.memory import contradictions, facts
+from taskzilla_sleep.memory.index import changes_of, write_memory
+from taskzilla_sleep.memory.ingest import Ingestor, IngestReport, Limits, WriteDiscipline
+from taskzilla_sleep.memory.recall import recall
+from taskzilla_sleep.memory.recall.select import MIN_SIMILARITY
+from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.night.pipeline import NightRequest, NightResult, run_night
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.ports import Embedder, VectorStore
 

@@ -10,8 +10,8 @@ import pytest
 
 from ops.bench import model as sober
 from ops.bench import prompt_data
+from taskzilla_sleep.core.models import EpisodeStatus, PatternStatus
 from taskzilla_sleep.llm.check import CHECK_PROMPT
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus
 from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.llm_stub import LLMStub
@@ -24,7 +24,7 @@ _EMBEDDER: list[Embedder] = []
 
 def _embed(texts: Any) -> list[list[float]]:
     if not _EMBEDDER:
-        from taskzilla_sleep.embeddings import OfflineMiniLM
+        from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 
         _EMBEDDER.append(OfflineMiniLM())
     return _EMBEDDER[0].embed(list(texts))
@@ -61,8 +61,8 @@ def liar_model(body: dict[str, Any]) -> str:
 
 @pytest.fixture
 def stack(tmp_path: Path, offline_embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from taskzilla_sleep.core.settings import load_settings
     from taskzilla_sleep.llm.offline import OfflineProvider
-    from taskzilla_sleep.settings import load_settings
     from taskzilla_sleep.stores.chroma import ChromaVectorStore
     from taskzilla_sleep.stores.falkordb import open_falkordb
 

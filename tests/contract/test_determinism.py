@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from taskzilla_sleep.core.models import Pattern, PatternKind, PatternStatus, to_ms
+from taskzilla_sleep.core.settings import load_settings
 from taskzilla_sleep.llm.base import LLMUsage, ReflectRequest, Verdict
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.models import Pattern, PatternKind, PatternStatus, to_ms
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.steps import reflect
-from taskzilla_sleep.steps.base import StepContext
+from taskzilla_sleep.night.steps import reflect
+from taskzilla_sleep.night.steps.base import StepContext
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from taskzilla_sleep.stores.falkordb import open_falkordb
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from taskzilla_sleep import contradictions
+from taskzilla_sleep.core.models import Episode, Pattern, PatternStatus
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMUsage,
@@ -26,8 +26,8 @@ from taskzilla_sleep.llm.base import (
     Verdict,
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.models import Episode, Pattern, PatternStatus
-from taskzilla_sleep.steps.distill import retry
+from taskzilla_sleep.memory import contradictions
+from taskzilla_sleep.night.steps.distill import retry
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 
 NEXT = NIGHT + timedelta(days=1)
@@ -237,7 +237,7 @@ def _without_the_slot_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     """The standup pair disagrees on a time (9:30 vs 10:00), so reflect's slot guard decides it
     whatever the model answers (tests/contract/test_judgement.py); these tests are about the
     model's missing answers, so the guard is off."""
-    monkeypatch.setattr("taskzilla_sleep.steps.reflect.guard", lambda verdict, *a: verdict)
+    monkeypatch.setattr("taskzilla_sleep.night.steps.reflect.guard", lambda verdict, *a: verdict)
 
 
 def test_a_comparison_without_a_usable_answer_is_asked_again_the_next_reflect(

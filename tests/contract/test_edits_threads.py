@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep import edits as edits_module
-from taskzilla_sleep import ingest as ingest_module
-from taskzilla_sleep import reconcile as reconcile_module
-from taskzilla_sleep.ingest import EpisodeFileError
-from taskzilla_sleep.memory_admin import export_team, import_team
-from taskzilla_sleep.models import Episode, EpisodeStatus, PatternStatus, to_ms
-from taskzilla_sleep.reconcile import reconcile
+from taskzilla_sleep.core.models import Episode, EpisodeStatus, PatternStatus, to_ms
+from taskzilla_sleep.memory import edits as edits_module
+from taskzilla_sleep.memory import ingest as ingest_module
+from taskzilla_sleep.memory import reconcile as reconcile_module
+from taskzilla_sleep.memory.admin import export_team, import_team
+from taskzilla_sleep.memory.ingest import EpisodeFileError
+from taskzilla_sleep.memory.reconcile import reconcile
 from taskzilla_sleep.stores.ports import EpisodeEdit, EpisodeUpdate, GraphStore
 from tests.contract.test_cycle import Stack
 from tests.contract.test_graph_store import T0, ep, links, pat

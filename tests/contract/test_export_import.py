@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep import facts
-from taskzilla_sleep.errors import Conflict
+from taskzilla_sleep.core.errors import Conflict
+from taskzilla_sleep.core.settings import Secrets, load_settings
+from taskzilla_sleep.interfaces.status import collect_status
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.memory_admin import export_team, forget_author, import_team
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.recall import recall
-from taskzilla_sleep.settings import Secrets, load_settings
-from taskzilla_sleep.status import collect_status
+from taskzilla_sleep.memory import facts
+from taskzilla_sleep.memory.admin import export_team, forget_author, import_team
+from taskzilla_sleep.memory.recall import recall
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
 from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.unit.test_memory_admin import retrailed

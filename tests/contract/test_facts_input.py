@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from taskzilla_sleep import facts
 from taskzilla_sleep.app import build
-from taskzilla_sleep.errors import InputError
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.errors import InputError
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.memory import facts
 
 NOW = datetime.fromisoformat("2026-11-28T03:05:00+01:00")
 

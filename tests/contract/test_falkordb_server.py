@@ -21,7 +21,7 @@ import pytest
 import redis
 from falkordb import FalkorDB
 
-from taskzilla_sleep.errors import StoreError
+from taskzilla_sleep.core.errors import StoreError
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,9 +17,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.errors import NotFound, StoreError
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.errors import NotFound, StoreError
+from taskzilla_sleep.core.models import (
     STEP_NAMES,
     Contradiction,
     ContradictionKind,
@@ -36,6 +35,7 @@ from taskzilla_sleep.models import (
     StepResult,
     Tombstone,
 )
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
     EpisodeUpdate,

@@ -46,7 +46,7 @@ def test_two_hard_case_weeks_offline(
     assert draft["evidence"] == draft["absorbed"] == draft["retired"] == 0  # ai-drafts are never learned from
     assert c.get("false_contradictions", 0) == 0
     assert c.get("changes_lost_after_decay", 0) == 0
-    # The guards (taskzilla_sleep/beliefs/): the bot never gets its own drafts back, nor a message
+    # The guards (taskzilla_sleep/rules/beliefs/): the bot never gets its own drafts back, nor a message
     # that reads as an order to it, from recall, the patterns or MEMORY.md.
     assert c.get("drafts_in_recall", 0) == 0
     assert c.get("injection_effects", 0) == 0

@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.ingest import EpisodeFileError
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.errors import StoreError
+from taskzilla_sleep.core.models import (
     Contradiction,
     Episode,
     EpisodeIn,
@@ -31,9 +30,10 @@ from taskzilla_sleep.models import (
     PatternStatus,
     Provenance,
 )
-from taskzilla_sleep.recall import recall
-from taskzilla_sleep.reconcile import reconcile
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.memory.ingest import EpisodeFileError
+from taskzilla_sleep.memory.recall import recall
+from taskzilla_sleep.memory.reconcile import reconcile
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import contradiction_props, episode_props, pattern_props
 from taskzilla_sleep.stores.cypher import CypherGraphStore

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from taskzilla_sleep.core.models import EpisodeStatus, Pattern, PatternKind, PatternStatus
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMUsage,
@@ -23,9 +24,8 @@ from taskzilla_sleep.llm.base import (
     Unanswered,
     Verdict,
 )
-from taskzilla_sleep.memory_index import write_memory
-from taskzilla_sleep.models import EpisodeStatus, Pattern, PatternKind, PatternStatus
-from taskzilla_sleep.recall import recall
+from taskzilla_sleep.memory.index import write_memory
+from taskzilla_sleep.memory.recall import recall
 from tests.contract.test_cycle import TEAM, Stack
 
 MONDAY = datetime.fromisoformat("2026-11-16T09:00:00+01:00")
@@ -241,8 +241,8 @@ GERMAN = [
 def test_a_team_that_does_not_write_english_is_judged_by_a_model_and_counted_by_the_offline_rules(
     stack: Stack, who: str
 ) -> None:
-    from taskzilla_sleep.report.model import build_report
-    from taskzilla_sleep.report.text import render_text
+    from taskzilla_sleep.observe.report.model import build_report
+    from taskzilla_sleep.observe.report.text import render_text
 
     llm = model(who)
     said = ingest(stack, 0, GERMAN[:2]) | ingest(stack, 1, GERMAN[2:])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from taskzilla_sleep.lease import Lease
+from taskzilla_sleep.runtime.lease import Lease
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 
 

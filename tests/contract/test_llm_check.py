@@ -19,10 +19,10 @@ import yaml
 from structlog.testing import capture_logs
 
 from taskzilla_sleep.app import build
+from taskzilla_sleep.core.settings import LLMSettings, load_settings
+from taskzilla_sleep.interfaces.worker import Worker
 from taskzilla_sleep.llm.check import FAILED_TTL_S, OK_TTL_S, CachedModelCheck, ModelCheck, check_model
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import LLMSettings, load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
 from tests.e2e.test_cli import cli
 from tests.llm_stub import LLMStub
 

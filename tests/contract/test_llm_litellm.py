@@ -20,7 +20,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from ops.bench import prompt_data
-from taskzilla_sleep.errors import LLMError
+from taskzilla_sleep.core.errors import LLMError
+from taskzilla_sleep.core.models import Evidence
 from taskzilla_sleep.llm.base import (
     EVIDENCE_CONFIDENCE,
     MAX_BELIEFS,
@@ -37,7 +38,6 @@ from taskzilla_sleep.llm.base import (
 from taskzilla_sleep.llm.client import LiteLLMProvider
 from taskzilla_sleep.llm.prompts.distill import DISTILL
 from taskzilla_sleep.llm.prompts.reflect import MAX_CANDIDATES, REFLECT
-from taskzilla_sleep.models import Evidence
 from tests.llm_stub import LLMStub, Reply, ScriptItem
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from taskzilla_sleep.errors import LLMError
+from taskzilla_sleep.core.errors import LLMError
 from taskzilla_sleep.llm.base import Unanswered
 from taskzilla_sleep.llm.client import LOOPBACK_PLACEHOLDER_KEY, LiteLLMProvider, is_loopback, placeholder_key
 from tests.contract.test_llm_litellm import GOOD, STATEMENT, distill_request

@@ -37,6 +37,7 @@ from typing import IO, Any, get_args
 import pytest
 from structlog.testing import capture_logs
 
+from taskzilla_sleep.core.models import PatternKind
 from taskzilla_sleep.llm.base import (
     EVIDENCE_CONFIDENCE,
     MAX_BELIEFS,
@@ -51,7 +52,6 @@ from taskzilla_sleep.llm.base import (
     validate_draft,
 )
 from taskzilla_sleep.llm.client import LiteLLMProvider
-from taskzilla_sleep.models import PatternKind
 from tests.conftest import service_unavailable
 
 pytestmark = pytest.mark.timeout(240)

@@ -26,15 +26,15 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import build
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.mcp_server import TOOL_NAMES
-from taskzilla_sleep.models import EpisodeIn, episode_id_for
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.models import EpisodeIn, episode_id_for
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.interfaces.mcp_server import TOOL_NAMES
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import token_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.fromisoformat("2026-11-28T03:05:00+01:00")

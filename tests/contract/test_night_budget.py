@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.models import EpisodeStatus
-from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night
-from taskzilla_sleep.reconcile import reconcile
-from taskzilla_sleep.report.night import render_night, render_plan
-from taskzilla_sleep.settings import NightBudget, Settings
-from taskzilla_sleep.steps.distill import JOURNAL
+from taskzilla_sleep.core.models import EpisodeStatus
+from taskzilla_sleep.core.settings import NightBudget, Settings
+from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.night.pipeline import NightHooks, NightRequest, NightResult, run_night
+from taskzilla_sleep.night.steps.distill import JOURNAL
+from taskzilla_sleep.observe.report.night import render_night, render_plan
 from taskzilla_sleep.stores.ports import Embedder
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.contract.test_cycle_litellm import _provider, good_model
@@ -31,8 +31,8 @@ NEXT = NIGHT + timedelta(days=1)
 
 
 def _stack(path: Path, embedder: Embedder, **llm: Any) -> Stack:
+    from taskzilla_sleep.core.settings import load_settings
     from taskzilla_sleep.llm.offline import OfflineProvider
-    from taskzilla_sleep.settings import load_settings
     from taskzilla_sleep.stores.chroma import ChromaVectorStore
     from taskzilla_sleep.stores.falkordb import open_falkordb
 

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep import facts, pipeline
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.errors import UsageError
-from taskzilla_sleep.ingest import Ingestor, Limits, WriteDiscipline
+from taskzilla_sleep.core.errors import UsageError
+from taskzilla_sleep.core.models import EpisodeIn, PatternStatus, Provenance, StepName
+from taskzilla_sleep.core.settings import Settings, load_settings
+from taskzilla_sleep.interfaces.demo import sample_lines
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     LLMProvider,
@@ -25,11 +24,13 @@ from taskzilla_sleep.llm.base import (
     Verdict,
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.models import EpisodeIn, PatternStatus, Provenance, StepName
-from taskzilla_sleep.pipeline import NightRequest, NightResult, parse_steps, run_night
-from taskzilla_sleep.settings import Settings, load_settings
-from taskzilla_sleep.steps import ORDER, Step
-from taskzilla_sleep.steps.base import StepContext
+from taskzilla_sleep.memory import facts
+from taskzilla_sleep.memory.ingest import Ingestor, Limits, WriteDiscipline
+from taskzilla_sleep.night import pipeline
+from taskzilla_sleep.night.pipeline import NightRequest, NightResult, parse_steps, run_night
+from taskzilla_sleep.night.steps import ORDER, Step
+from taskzilla_sleep.night.steps.base import StepContext
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.falkordb import open_falkordb

@@ -31,13 +31,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from taskzilla_sleep import __version__
 from taskzilla_sleep.app import build
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.instruments import Instruments
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.interfaces.worker import Worker
 from taskzilla_sleep.llm.base import Unanswered
-from taskzilla_sleep.memory_index import build_index, changes_of
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.memory.index import build_index, changes_of
+from taskzilla_sleep.night.schedule import ScaledClock
 from tests.conftest import service_unavailable
 from tests.contract.test_llm_litellm import GOOD, answer, belief, distill_request, provider
 from tests.http_receiver import Receiver

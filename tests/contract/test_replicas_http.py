@@ -21,13 +21,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import Services, build, build_graph
-from taskzilla_sleep.console.sessions import COOKIE, LOGIN_COOKIE
-from taskzilla_sleep.models import Contradiction, ContradictionKind, ContradictionStatus
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import Secrets, load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.models import Contradiction, ContradictionKind, ContradictionStatus
+from taskzilla_sleep.core.settings import Secrets, load_settings
+from taskzilla_sleep.interfaces.console.sessions import COOKIE, LOGIN_COOKIE
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import token_hash
 from tests.http_receiver import Receiver
 from tests.unit.steps.conftest import episode, pattern
 

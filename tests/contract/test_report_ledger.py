@@ -17,9 +17,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from taskzilla_sleep.cli import cmd_report
-from taskzilla_sleep.metrics import build_registry
-from taskzilla_sleep.settings import ScheduleSettings, Secrets, Settings
+from taskzilla_sleep.core.settings import ScheduleSettings, Secrets, Settings
+from taskzilla_sleep.interfaces.cli import cmd_report
+from taskzilla_sleep.observe.metrics import build_registry
 from taskzilla_sleep.stores.cypher import CypherGraphStore
 from taskzilla_sleep.stores.falkordb import open_falkordb
 from tests.conftest import service_unavailable

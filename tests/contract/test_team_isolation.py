@@ -18,15 +18,15 @@ import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 
-from taskzilla_sleep.access import Access, token_hash
 from taskzilla_sleep.app import Services, build
 from taskzilla_sleep.client import ApiError, Client
-from taskzilla_sleep.memory_admin.export_file import parse_export
-from taskzilla_sleep.models import Run, StepResult
-from taskzilla_sleep.pipeline import store_sizes
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.models import Run, StepResult
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.memory.admin.export_file import parse_export
+from taskzilla_sleep.night.pipeline import store_sizes
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import Access, token_hash
 from tests.contract.test_mcp import _text
 from tests.unit.test_console import csrf_of
 

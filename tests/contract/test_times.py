@@ -18,10 +18,10 @@ import pytest
 import structlog
 
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.cli import main
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.models import iso_time
-from taskzilla_sleep.pipeline import NightRequest, run_night
+from taskzilla_sleep.core.models import iso_time
+from taskzilla_sleep.interfaces.cli import main
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
 from tests.contract.test_api import GRANTS, NOW, READER, TOKEN, WRITER, bearer, client, services
 
 __all__ = ["services"]  # the fixture, imported from test_api

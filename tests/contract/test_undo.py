@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep import facts
-from taskzilla_sleep.archive import UndoRefused, plan_undo, release_pattern, undo_run
-from taskzilla_sleep.errors import Conflict
-from taskzilla_sleep.memory_admin import forget_episode
-from taskzilla_sleep.models import EpisodeStatus, PatternStatus
+from taskzilla_sleep.core.errors import Conflict
+from taskzilla_sleep.core.models import EpisodeStatus, PatternStatus
+from taskzilla_sleep.memory import facts
+from taskzilla_sleep.memory.admin import forget_episode
+from taskzilla_sleep.memory.archive import UndoRefused, plan_undo, release_pattern, undo_run
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 
@@ -174,7 +174,7 @@ def test_forget_purges_the_archived_text_too(stack: Stack) -> None:
 def test_the_archive_travels_with_an_export_and_an_undo_works_after_the_import(stack: Stack) -> None:
     import io
 
-    from taskzilla_sleep.memory_admin import export_team, import_team
+    from taskzilla_sleep.memory.admin import export_team, import_team
 
     stack.ingest_sample()
     _night(stack, NIGHT)

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.reconcile import reconcile
+from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.memory.vector_upkeep import rebuild_heavy
 from taskzilla_sleep.stores import chroma_generations as gens
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import Embedder
-from taskzilla_sleep.vector_upkeep import rebuild_heavy
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [

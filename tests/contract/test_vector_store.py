@@ -12,9 +12,9 @@ from typing import Protocol
 import numpy as np
 import pytest
 
-from taskzilla_sleep.embeddings import OfflineMiniLM
-from taskzilla_sleep.errors import InputError, StoreError
+from taskzilla_sleep.core.errors import InputError, StoreError
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
+from taskzilla_sleep.stores.embeddings import OfflineMiniLM
 from taskzilla_sleep.stores.ports import Embedder, MetaValue, VectorStore
 from tests import chroma_service
 from tests.conftest import service_unavailable

@@ -9,12 +9,12 @@ from dataclasses import replace
 from datetime import timedelta
 
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.budget import Deferral
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.settings import NightBudget, WatchdogSettings
-from taskzilla_sleep.steps.distill import last_deferral
-from taskzilla_sleep.watchdog import watchdog_pass
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.settings import NightBudget, WatchdogSettings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.budget import Deferral
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.night.steps.distill import last_deferral
+from taskzilla_sleep.night.watchdog import watchdog_pass
 from tests.contract.test_cycle import NIGHT, TEAM, Stack
 from tests.contract.test_cycle_litellm import _provider, good_model
 from tests.contract.test_night_budget import NEXT, _budgeted, _consistent, _night, _patterns, stacks

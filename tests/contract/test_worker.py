@@ -14,11 +14,11 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.models import Run
-from taskzilla_sleep.nights import merge_runs
-from taskzilla_sleep.scheduler import NightlySchedule, ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.models import Run
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.ledger import merge_runs
+from taskzilla_sleep.night.schedule import NightlySchedule, ScaledClock
 
 AMS = ZoneInfo("Europe/Amsterdam")
 

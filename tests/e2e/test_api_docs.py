@@ -14,11 +14,11 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 import pytest
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import build
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import token_hash
 from tests.e2e.test_console import NOW, launch
 
 READER = "tz-docs-reader-token"

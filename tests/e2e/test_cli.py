@@ -216,7 +216,7 @@ def test_reconcile_finds_and_repairs_a_vector_deleted_behind_our_back(tmp_path: 
     assert cli("ingest", str(f), data_dir=data).returncode == 0
     # Delete one episode vector directly in Chroma, as an operator or a bug might.
     script = (
-        "import sys, chromadb; from taskzilla_sleep.embeddings import OfflineMiniLM;"
+        "import sys, chromadb; from taskzilla_sleep.stores.embeddings import OfflineMiniLM;"
         "c = chromadb.PersistentClient(path=sys.argv[1]);"
         "col = c.get_collection('tz_platform_episodes', embedding_function=OfflineMiniLM());"
         "ids = sorted(col.get()['ids']); col.delete(ids=[ids[0]]); print(ids[0])"
@@ -256,7 +256,8 @@ def test_demo_runs_with_networking_unavailable(tmp_path: Path) -> None:
 
 def test_kill_9_of_a_process_holding_the_embedded_graph_leaves_no_redis(tmp_path: Path) -> None:
     script = (
-        "import sys, time; from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build;"
+        "import sys, time; from taskzilla_sleep.core.settings import load_settings;"
+        "from taskzilla_sleep.app import build;"
         "s = build(load_settings(env={'TASKZILLA_DATA_DIR': sys.argv[1]}));"
         "print('ready', flush=True); time.sleep(600)"
     )

@@ -24,12 +24,12 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import build
 from taskzilla_sleep.client import Client
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.rules.access import token_hash
 from tests.conftest import service_unavailable
 from tests.e2e.test_cli import ROOT
 from tests.e2e.test_worker import stop, worker

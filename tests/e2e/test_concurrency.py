@@ -30,7 +30,7 @@ def server_env(neo4j_uri: str, chroma_address: tuple[str, int]) -> dict[str, str
 
     env = servers_env(neo4j_uri, chroma_address)
     wipe = (
-        "from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build;"
+        "from taskzilla_sleep.core.settings import load_settings; from taskzilla_sleep.app import build;"
         "s = build(load_settings()); s.graph.delete_all(); s.vectors.delete_all(); s.close()"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | env
@@ -136,7 +136,7 @@ def test_a_second_worker_on_one_data_dir_survives_the_owner_stopping(tmp_path: P
     assert cli("ingest", SAMPLE, "--now", INGESTED, data_dir=data).returncode == 0
     with worker(data, "2026-11-28T12:00:00+01:00", speed=1) as owner, worker(data, "2026-11-28T12:00:00+01:00", 1) as b:
         assert b.tz.ready().ready is True
-        from taskzilla_sleep.presence import live_workers
+        from taskzilla_sleep.runtime.presence import live_workers
 
         assert sorted(w["pid"] for w in live_workers(data)) == sorted([owner.pid, b.pid])  # one file each
         assert stop(owner) == 0

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import load_settings
-from taskzilla_sleep.worker import Worker
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import token_hash
 from tests.e2e.test_cli import ROOT
 from tests.e2e.test_report import chromium
 

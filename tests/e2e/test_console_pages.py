@@ -20,19 +20,19 @@ from urllib.parse import unquote, urljoin, urlsplit
 import httpx
 import pytest
 
-from taskzilla_sleep.access import token_hash
 from taskzilla_sleep.alerts.message import format_resolution, format_withdrawal
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.app import Services, build
-from taskzilla_sleep.archive.recording import recorded
-from taskzilla_sleep.console.web import local
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.models import EpisodeStatus
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import Secrets, load_settings
+from taskzilla_sleep.core.models import EpisodeStatus
+from taskzilla_sleep.core.settings import Secrets, load_settings
+from taskzilla_sleep.interfaces.console.web import local
+from taskzilla_sleep.interfaces.demo import sample_lines
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.memory.archive.recording import recorded
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import token_hash
 from taskzilla_sleep.stores.records import ChangeRecord, Retirement
-from taskzilla_sleep.worker import Worker
 from tests.e2e.test_console import launch
 
 NOW = datetime.fromisoformat("2026-11-28T03:05:00+01:00")

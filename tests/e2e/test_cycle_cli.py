@@ -18,8 +18,8 @@ H71 = "2026-12-01T02:05:00+01:00"
 H73 = "2026-12-01T04:05:00+01:00"
 
 SNAPSHOT = (
-    "import json, sys; from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build;"
-    "from taskzilla_sleep.logs import configure_logging; configure_logging('warning');"
+    "import json, sys; from taskzilla_sleep.core.settings import load_settings; from taskzilla_sleep.app import build;"
+    "from taskzilla_sleep.core.logs import configure_logging; configure_logging('warning');"
     "s = build(load_settings(env={'TASKZILLA_DATA_DIR': sys.argv[1]}));"
     "v = {f'{t}/{k}': sorted(s.vectors.present(t, k)) for t in s.vectors.teams() for k in ('episodes', 'patterns')};"
     "print(json.dumps({'graph': s.graph.snapshot(skip_labels=frozenset()), 'vectors': v}, default=str)); s.close()"

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from taskzilla_sleep.demo import GONE, _without
+from taskzilla_sleep.interfaces.demo import GONE, _without
 from tests.e2e.test_cli import cli
 
 PATH = re.compile(r"(/[\w.\-/]+)")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.ingest import EMBED_BATCH
+from taskzilla_sleep.memory.ingest import EMBED_BATCH
 from tests.e2e.test_cli import ROOT, cli
 from tests.e2e.test_concurrency import events, run_once, server_env
 from tests.e2e.test_worker import wait_for, worker
@@ -93,7 +93,7 @@ def check(data: Path, env: dict[str, str], *flags: str) -> tuple[int, dict[str, 
 def delete_vector(data: Path, env: dict[str, str], team: str, eid: str) -> None:
     """A vector deleted behind the product's back, by another program on the same stores."""
     code = (
-        "import sys; from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build\n"
+        "import sys; from taskzilla_sleep.core.settings import load_settings; from taskzilla_sleep.app import build\n"
         "with build(load_settings()) as s: s.vectors.delete(sys.argv[1], 'episodes', [sys.argv[2]])"
     )
     full = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")}

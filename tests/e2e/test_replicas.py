@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.demo import sample_lines
-from taskzilla_sleep.models import STEP_NAMES, Run
+from taskzilla_sleep.core.models import STEP_NAMES, Run
+from taskzilla_sleep.interfaces.demo import sample_lines
 from tests.contract.test_crash_safety import _explain
 from tests.e2e.test_cli import cli
 from tests.e2e.test_concurrency import server_env
@@ -57,7 +57,7 @@ def three_teams(path: Path) -> str:
 def stores(env: dict[str, str], data: Path) -> Iterator[Any]:
     """The shared stores, opened in this process as a replica would open them."""
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.settings import Secrets, load_settings
+    from taskzilla_sleep.core.settings import Secrets, load_settings
 
     full = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | env
     with build(load_settings(env=full | {"TASKZILLA_DATA_DIR": str(data)}), Secrets.from_env({})) as s:
@@ -68,7 +68,7 @@ def state(env: dict[str, str], data: Path) -> dict[str, Any]:
     """What the crash matrix compares (tests/crash_driver.py): every node and relationship but the
     ledger's runs, the leases (who held what, and until when) and the archive (each run's images,
     under its id), every vector id, the drift."""
-    from taskzilla_sleep.reconcile import reconcile
+    from taskzilla_sleep.memory.reconcile import reconcile
 
     with stores(env, data) as s:
         return {

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.api.schemas import IngestResult
 from taskzilla_sleep.client import ApiError, Client
+from taskzilla_sleep.interfaces.api.schemas import IngestResult
 from tests.e2e.test_cli import ROOT, cli
 
 SAMPLE = str(ROOT / "taskzilla_sleep" / "data" / "sample_week.jsonl")
@@ -224,7 +224,7 @@ def test_two_workers_against_one_neo4j_run_the_night_once(
 
     env = servers_env(neo4j_uri, chroma_address)
     wipe = (
-        "import sys; from taskzilla_sleep.settings import load_settings; from taskzilla_sleep.app import build;"
+        "import sys; from taskzilla_sleep.core.settings import load_settings; from taskzilla_sleep.app import build;"
         "s = build(load_settings()); s.graph.delete_all(); s.vectors.delete_all(); s.close()"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("TASKZILLA")} | env

@@ -20,8 +20,8 @@ from taskzilla_sleep.alerts.render import (
     webhook_payload,
 )
 from taskzilla_sleep.alerts.senders import SlackSender, TelegramSender, WebhookSender, build_senders
-from taskzilla_sleep.errors import ConfigError, DeliveryError
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.errors import ConfigError, DeliveryError
+from taskzilla_sleep.core.models import (
     Contradiction,
     ContradictionKind,
     Episode,
@@ -30,7 +30,7 @@ from taskzilla_sleep.models import (
     PatternStatus,
     Provenance,
 )
-from taskzilla_sleep.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.core.settings import AlertChannel, AlertSettings
 
 T = datetime(2026, 11, 28, 2, 15, tzinfo=UTC)  # 03:15 in Amsterdam
 CID = "con_0123456789abcdef"

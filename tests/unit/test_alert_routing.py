@@ -15,14 +15,14 @@ from pydantic import ValidationError
 from taskzilla_sleep.alerts.delivery import deliver_due
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.models import ContradictionStatus
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.report.night import night_changed
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import AlertChannel, AlertSettings, Settings
+from taskzilla_sleep.core.models import ContradictionStatus
+from taskzilla_sleep.core.settings import AlertChannel, AlertSettings, Settings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.observe.report.night import night_changed
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.memory.vectors import HashEmbedder, MemoryVectorStore
-from taskzilla_sleep.worker import Worker
 from tests.unit.steps.conftest import NIGHT
 from tests.unit.test_outbox_and_lease import CHANNELS, contradiction, slack
 

@@ -1,6 +1,7 @@
 """The layers hold: read from the source with ``ast`` (no import is executed, no process started).
 
-cli/worker/api -> pipeline -> steps -> ports <- stores: no import circle, nothing outside ``stores/``
+interfaces -> app -> service -> ... -> night -> memory -> stores -> rules -> core (the layers
+themselves: import-linter, tests/unit/test_layers.py): no import circle, nothing outside ``stores/``
 knows a concrete store, a metrics scrape loads no report view, and no module grows past ~500 lines.
 """
 
@@ -116,14 +117,14 @@ def test_no_module_outside_stores_imports_a_concrete_store() -> None:
 def test_a_metrics_scrape_loads_no_report_view() -> None:
     edges = graph(module_level_only=True)
     seen: set[str] = set()
-    todo = ["taskzilla_sleep.metrics"]
+    todo = ["taskzilla_sleep.observe.metrics"]
     while todo:
         m = todo.pop()
         if m not in seen:
             seen.add(m)
             todo += sorted(edges[m])
-    assert {"taskzilla_sleep.report.nights", "taskzilla_sleep.report.signals"} <= seen
-    views = {f"taskzilla_sleep.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
+    assert {"taskzilla_sleep.observe.report.nights", "taskzilla_sleep.observe.report.signals"} <= seen
+    views = {f"taskzilla_sleep.observe.report.{m}" for m in ("html", "svg", "text", "formats", "night")}
     assert seen & views == set()
 
 

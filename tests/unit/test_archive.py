@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 
 from taskzilla_sleep.alerts.message import AlertMessage
 from taskzilla_sleep.alerts.outbox import Outbox, withdrawn
-from taskzilla_sleep.archive import recorded, undo_run
-from taskzilla_sleep.archive.recording import UNRECORDED_WRITES, Recording
-from taskzilla_sleep.contradictions import resolve
-from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, PatternKind, PatternStatus
-from taskzilla_sleep.settings import AlertChannel
+from taskzilla_sleep.core.models import Contradiction, ContradictionKind, Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.core.settings import AlertChannel
+from taskzilla_sleep.memory.archive import recorded, undo_run
+from taskzilla_sleep.memory.archive.recording import UNRECORDED_WRITES, Recording
+from taskzilla_sleep.memory.contradictions import resolve
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import ChangeRecord, GraphStore
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import structlog
 
-from taskzilla_sleep import audit
-from taskzilla_sleep.access import OPEN, Access
-from taskzilla_sleep.audit import AUDIT_FILE, AuditLog, AuditRecord
-from taskzilla_sleep.logs import VENDOR_LOGGERS, configure_logging
-from taskzilla_sleep.service import audit as service_audit
+from taskzilla_sleep.core.logs import VENDOR_LOGGERS, configure_logging
+from taskzilla_sleep.rules.access import OPEN, Access
+from taskzilla_sleep.service import audit_trail as audit
+from taskzilla_sleep.service.audit_trail import AUDIT_FILE, AuditLog, AuditRecord
+from taskzilla_sleep.service.memory_service import audit as service_audit
 
 DANA = Access(name="dana", teams=frozenset({"platform"}), role="write")
 PLATFORM_ADMIN = Access(name="lead", teams=frozenset({"platform"}), role="admin")

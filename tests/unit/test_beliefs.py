@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from taskzilla_sleep.beliefs import Kind, conflict, injection, slots, statement_kind, topics
-from taskzilla_sleep.policies import disagree
+from taskzilla_sleep.rules.beliefs import Kind, conflict, injection, slots, statement_kind, topics
+from taskzilla_sleep.rules.policies import disagree
 
 PEOPLE = {"maria", "tom", "kwame", "li.wei"}
 
@@ -410,7 +410,7 @@ def test_a_rule_about_secrets_or_the_bot_in_another_language_is_no_injection(tex
 
 
 def test_the_support_guard_refuses_another_value_but_not_a_message_naming_the_statements_own() -> None:
-    from taskzilla_sleep.beliefs import mentioned_numbers, value_conflict
+    from taskzilla_sleep.rules.beliefs import mentioned_numbers, value_conflict
 
     def guard(message: str, statement: str) -> str | None:
         return value_conflict(slots(message), slots(statement), mentioned_numbers(message))

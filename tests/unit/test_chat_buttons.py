@@ -30,10 +30,10 @@ from taskzilla_sleep.alerts.render import (
     utf16_len,
     webhook_payload,
 )
-from taskzilla_sleep.chatops.slack import SignatureCheck, parse_interaction, signature
-from taskzilla_sleep.errors import BadRequest, ConfigError, Unauthorized
-from taskzilla_sleep.models import ContradictionStatus
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.errors import BadRequest, ConfigError, Unauthorized
+from taskzilla_sleep.core.models import ContradictionStatus
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.interfaces.chatops.slack import SignatureCheck, parse_interaction, signature
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from tests.unit.steps.conftest import NIGHT
 from tests.unit.test_outbox_and_lease import contradiction
@@ -160,7 +160,7 @@ def test_a_resolution_answers_each_delivered_alert_once_and_replies_to_the_teleg
     graph = MemoryGraphStore()
     c = contradiction(graph)
     outbox = Outbox(graph)
-    from taskzilla_sleep.settings import AlertChannel
+    from taskzilla_sleep.core.settings import AlertChannel
 
     channels = {
         "team-slack": AlertChannel(kind="slack", url_env="X"),

@@ -14,14 +14,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from fastapi.testclient import TestClient
 
-from taskzilla_sleep import audit
-from taskzilla_sleep.access import OPEN, token_hash
 from taskzilla_sleep.alerts.outbox import Outbox
-from taskzilla_sleep.api import create_app
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.archive.recording import recorded
-from taskzilla_sleep.console.sessions import COOKIE, Sessions
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.models import (
     Contradiction,
     ContradictionKind,
     EpisodeIn,
@@ -30,11 +25,16 @@ from taskzilla_sleep.models import (
     PatternKind,
     PatternStatus,
 )
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import AlertChannel, ApiSettings, Settings
+from taskzilla_sleep.core.settings import AlertChannel, ApiSettings, Settings
+from taskzilla_sleep.interfaces.api import create_app
+from taskzilla_sleep.interfaces.console.sessions import COOKIE, Sessions
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.memory.archive.recording import recorded
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import OPEN, token_hash
+from taskzilla_sleep.service import audit_trail as audit
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.records import ChangeRecord, Retirement
-from taskzilla_sleep.worker import Worker
 
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
 ADMIN, WRITER, READER, OTHER = "tz-admin-token", "tz-writer-token", "tz-reader-token", "tz-ops-writer"
@@ -397,7 +397,7 @@ def test_sessions_expire_when_idle() -> None:
 
 
 def test_an_admin_undoes_a_run_from_the_nights_page_and_a_writer_cannot(console: Console) -> None:
-    from taskzilla_sleep.pipeline import NightRequest, run_night
+    from taskzilla_sleep.night.pipeline import NightRequest, run_night
 
     night = run_night(console.worker.services, NightRequest(now=NOW + timedelta(hours=18), trigger="manual"))
     assert night.ok and console.graph.get_change(night.run.id) is not None
@@ -531,9 +531,9 @@ def test_times_are_shown_in_the_schedule_zone_with_its_marker(console: Console) 
 
 
 def test_why_an_item_is_recalled_reads_its_own_fields() -> None:
-    from taskzilla_sleep.console.explore import why
-    from taskzilla_sleep.recall import RecallItem
-    from taskzilla_sleep.recall.item import ContradictionRef
+    from taskzilla_sleep.interfaces.console.explore import why
+    from taskzilla_sleep.memory.recall import RecallItem
+    from taskzilla_sleep.memory.recall.item import ContradictionRef
 
     fact = RecallItem(kind="fact", id="f1", team="t", text="x", similarity=0.4, provenance="pinned", pinned_by="ann")
     assert why(fact)[:2] == ["a pinned fact: facts come first (pinned by ann)", "similarity 0.40 to the question"]

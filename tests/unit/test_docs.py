@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ops import docs_ref
-from taskzilla_sleep.settings import load_settings, packaged_default_yaml
+from taskzilla_sleep.core.settings import load_settings, packaged_default_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, Limits, WriteDiscipline, parse_episode_lines
-from taskzilla_sleep.memory_admin.forget import forget_episode
-from taskzilla_sleep.models import EpisodeStatus, Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.core.models import EpisodeStatus, Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.memory.admin.forget import forget_episode
+from taskzilla_sleep.memory.ingest import EpisodeFileError, Ingestor, Limits, WriteDiscipline, parse_episode_lines
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import EpisodeUpdate
 
@@ -178,7 +178,7 @@ def test_an_edit_of_a_forgotten_message_never_brings_its_text_back() -> None:
 
 
 def test_a_crash_after_the_graph_write_is_finished_by_the_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
-    from taskzilla_sleep import ingest as ingest_module
+    from taskzilla_sleep.memory import ingest as ingest_module
 
     ing, g, v = make()
     ing.ingest_lines([line(1, text="standup at 9")], "a.jsonl")

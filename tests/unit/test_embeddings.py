@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.embeddings import (
+from taskzilla_sleep.core.errors import LLMError, StoreError
+from taskzilla_sleep.stores.embeddings import (
     MINILM_DIMENSION,
     ChromaEmbeddingAdapter,
     LiteLLMEmbedder,
     OfflineMiniLM,
     chroma_embedding_function,
 )
-from taskzilla_sleep.errors import LLMError, StoreError
 from taskzilla_sleep.stores.ports import Embedder
 
 

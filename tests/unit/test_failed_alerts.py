@@ -14,19 +14,19 @@ import pytest
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from taskzilla_sleep import cli_alerts
-from taskzilla_sleep.access import OPEN, Access, token_hash
 from taskzilla_sleep.alerts.admin import list_alerts, requeue_alerts
 from taskzilla_sleep.alerts.outbox import Outbox
-from taskzilla_sleep.api.app import create_app
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.cli import make_parser
-from taskzilla_sleep.errors import Forbidden, NotFound, UsageError
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import AlertChannel, ApiSettings, Secrets, Settings
+from taskzilla_sleep.core.errors import Forbidden, NotFound, UsageError
+from taskzilla_sleep.core.settings import AlertChannel, ApiSettings, Secrets, Settings
+from taskzilla_sleep.interfaces import cli_alerts
+from taskzilla_sleep.interfaces.api.app import create_app
+from taskzilla_sleep.interfaces.cli import make_parser
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import OPEN, Access, token_hash
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.memory.vectors import HashEmbedder, MemoryVectorStore
-from taskzilla_sleep.worker import Worker
 from tests.unit.steps.conftest import NIGHT
 from tests.unit.test_outbox_and_lease import contradiction
 

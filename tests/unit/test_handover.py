@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from taskzilla_sleep.handover import MARGIN_S, MIN_WAKE_S, BusyLeases, run_teams, wake_timer
-from taskzilla_sleep.lease import Lease, _pid_namespace, team_lease_name
+from taskzilla_sleep.core.host import _pid_namespace
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.runtime.handover import MARGIN_S, MIN_WAKE_S, BusyLeases, run_teams, wake_timer
+from taskzilla_sleep.runtime.lease import Lease, team_lease_name
 from taskzilla_sleep.stores.ports import LeaseClaim
 from taskzilla_sleep.stores.records import LeaseState
-from taskzilla_sleep.worker import Worker
 from tests.unit.test_team_nights import NIGHT, TEAMS, _seed, _services, team_runs
 
 

@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from taskzilla_sleep import inflight
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.ingest import EMBED_BATCH, Ingestor, IngestProgress, Limits, WriteDiscipline
-from taskzilla_sleep.lease import pid_namespace
-from taskzilla_sleep.models import Episode, Provenance
-from taskzilla_sleep.reconcile import ReconcileReport, reconcile
+from taskzilla_sleep.core.host import pid_namespace
+from taskzilla_sleep.core.models import Episode, Provenance
+from taskzilla_sleep.memory import inflight
+from taskzilla_sleep.memory.ingest import EMBED_BATCH, Ingestor, IngestProgress, Limits, WriteDiscipline
+from taskzilla_sleep.memory.reconcile import ReconcileReport, reconcile
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import IngestMark
 

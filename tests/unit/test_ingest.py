@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from taskzilla_sleep.entities import EntityExtractor
-from taskzilla_sleep.ingest import EpisodeFileError, Ingestor, Limits, WriteDiscipline, parse_episode_lines
-from taskzilla_sleep.models import EpisodeStatus
-from taskzilla_sleep.progress import Progress
-from taskzilla_sleep.reconcile import reconcile
-from taskzilla_sleep.settings import ConnectorRule
+from taskzilla_sleep.core.models import EpisodeStatus
+from taskzilla_sleep.core.settings import ConnectorRule
+from taskzilla_sleep.memory.ingest import EpisodeFileError, Ingestor, Limits, WriteDiscipline, parse_episode_lines
+from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.night.progress import Progress
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -170,7 +170,8 @@ def test_crash_between_graph_and_vectors_is_repaired_by_rerun() -> None:
 def test_ctrl_c_between_vector_batches_keeps_what_was_stored_and_the_rerun_finishes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from taskzilla_sleep import cli_ops, ingest
+    from taskzilla_sleep.interfaces import cli_ops
+    from taskzilla_sleep.memory import ingest
 
     monkeypatch.setattr(ingest, "EMBED_BATCH", 2)
     ing, g, v = make()
@@ -235,7 +236,7 @@ def test_retired_episode_reingested_stays_retired_without_vector() -> None:
 
 
 def test_default_chatter_rule_skips_content_free_messages_only() -> None:
-    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.core.settings import load_settings
 
     rules = load_settings(env={}).ingest.write_discipline
     ing, g, v = make(**rules)
@@ -261,7 +262,7 @@ def test_default_chatter_rule_skips_content_free_messages_only() -> None:
 def test_timestamp_window_follows_the_ingest_clock_and_the_settings() -> None:
     from datetime import timedelta
 
-    from taskzilla_sleep.settings import load_settings
+    from taskzilla_sleep.core.settings import load_settings
 
     limits = Limits.of(load_settings(env={}).ingest)
     assert (limits.earliest_ts, limits.max_future) == (datetime(2000, 1, 1, tzinfo=UTC), timedelta(hours=24))
@@ -280,7 +281,7 @@ def test_timestamp_window_follows_the_ingest_clock_and_the_settings() -> None:
 
 
 def test_ingest_items_checks_the_window_too() -> None:
-    from taskzilla_sleep.models import EpisodeIn
+    from taskzilla_sleep.core.models import EpisodeIn
 
     ing, g, v = make()
     ok = EpisodeIn.model_validate(json.loads(line()))
@@ -359,7 +360,7 @@ def test_a_reused_id_is_found_after_the_text_was_dropped() -> None:
 
 
 def test_run_once_progress_names_each_step_and_what_an_interruption_left() -> None:
-    from taskzilla_sleep import cli_ops
+    from taskzilla_sleep.interfaces import cli_ops
 
     now = [0.0]
     out = FakeTty()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from taskzilla_sleep.service import IngestGate
+from taskzilla_sleep.service.memory_service import IngestGate
 
 
 def test_quiet_waits_for_ingests_in_flight_and_holds_new_ones_back() -> None:

@@ -20,12 +20,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
-from taskzilla_sleep.api.body_limit import BodyLimit
-from taskzilla_sleep.api.http_metrics import HttpMetrics
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.pipeline import NightHooks, NightRequest, run_night
-from taskzilla_sleep.settings import Settings, load_settings
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.settings import Settings, load_settings
+from taskzilla_sleep.interfaces.api.body_limit import BodyLimit
+from taskzilla_sleep.interfaces.api.http_metrics import HttpMetrics
+from taskzilla_sleep.night.pipeline import NightHooks, NightRequest, run_night
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from tests.unit.steps.conftest import DAY, NIGHT, Fake, belief_of_all, fake  # noqa: F401 (the fixture)
 from tests.unit.steps.test_distill import STATEMENT, rules

@@ -7,10 +7,10 @@ import io
 
 import pytest
 
-from taskzilla_sleep.cli_ops import import_interrupted_note, reconcile_interrupted_note
-from taskzilla_sleep.memory_admin import export_team, import_team
-from taskzilla_sleep.progress import Progress
-from taskzilla_sleep.reconcile import reconcile
+from taskzilla_sleep.interfaces.cli_ops import import_interrupted_note, reconcile_interrupted_note
+from taskzilla_sleep.memory.admin import export_team, import_team
+from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.night.progress import Progress
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from tests.unit.test_memory_admin import NOW, TEAM, stores
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from taskzilla_sleep.logs import VENDOR_LOGGERS, adopt_vendor_handlers, configure_logging
+from taskzilla_sleep.core.logs import VENDOR_LOGGERS, adopt_vendor_handlers, configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +31,7 @@ def _restore_stdlib_logging() -> Iterator[None]:
     saved = [(logger, logger.level, list(logger.handlers), list(logger.filters)) for logger in vendors]
     yield
     logging.captureWarnings(False)  # configure_logging routes warnings.warn to logging: undo it
-    for handler in [h for h in root.handlers if type(h).__module__ == "taskzilla_sleep.logs"]:
+    for handler in [h for h in root.handlers if type(h).__module__ == "taskzilla_sleep.core.logs"]:
         root.removeHandler(handler)
     root.setLevel(root_level)
     for logger, level, handlers, filters in saved:

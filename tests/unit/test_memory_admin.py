@@ -9,19 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from taskzilla_sleep import facts
-from taskzilla_sleep.errors import Conflict, InputError, NotFound
-from taskzilla_sleep.facts import fact_id
-from taskzilla_sleep.memory_admin import (
-    export_team,
-    forget_author,
-    forget_episode,
-    forget_pattern,
-    import_team,
-    list_patterns,
-    show_pattern,
-)
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.errors import Conflict, InputError, NotFound
+from taskzilla_sleep.core.models import (
     Contradiction,
     Episode,
     EpisodeIn,
@@ -32,7 +21,18 @@ from taskzilla_sleep.models import (
     Provenance,
     Run,
 )
-from taskzilla_sleep.recall import recall
+from taskzilla_sleep.memory import facts
+from taskzilla_sleep.memory.admin import (
+    export_team,
+    forget_author,
+    forget_episode,
+    forget_pattern,
+    import_team,
+    list_patterns,
+    show_pattern,
+)
+from taskzilla_sleep.memory.facts import fact_id
+from taskzilla_sleep.memory.recall import recall
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import EpisodeUpdate
 

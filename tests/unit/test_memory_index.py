@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.memory_index import (
+from taskzilla_sleep.core.models import Contradiction, Pattern, PatternKind, PatternStatus
+from taskzilla_sleep.core.settings import MemoryIndexSettings
+from taskzilla_sleep.memory.index import (
     PREAMBLE,
     Change,
     build_index,
@@ -19,8 +21,6 @@ from taskzilla_sleep.memory_index import (
     index_line,
     write_memory,
 )
-from taskzilla_sleep.models import Contradiction, Pattern, PatternKind, PatternStatus
-from taskzilla_sleep.settings import MemoryIndexSettings
 
 T0 = datetime(2026, 11, 28, 3, 5, tzinfo=UTC)
 TAIL = re.compile(r" \[-> ([a-z0-9-]+)\]$")

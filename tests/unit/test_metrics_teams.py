@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from taskzilla_sleep.metrics import OTHER_TEAM, SleepCollector, labelled_teams, ledger_collector
-from taskzilla_sleep.models import Run, StepResult
-from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.core.models import Run, StepResult
+from taskzilla_sleep.core.settings import Settings
+from taskzilla_sleep.observe.metrics import OTHER_TEAM, SleepCollector, labelled_teams, ledger_collector
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import TeamCounts
 

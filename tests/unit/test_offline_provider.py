@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from taskzilla_sleep.core.models import PatternKind
 from taskzilla_sleep.llm.base import (
     DistillRequest,
     EpisodeView,
@@ -18,7 +19,6 @@ from taskzilla_sleep.llm.base import (
     validate_draft,
 )
 from taskzilla_sleep.llm.offline import OfflineProvider
-from taskzilla_sleep.models import PatternKind
 from taskzilla_sleep.stores.ports import Embedder
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)

@@ -14,10 +14,10 @@ import pytest
 from ops.bench import oracle_gold
 from ops.bench.oracle import ANSWERERS, Oracle, OracleStats, funnel, prompt_id
 from ops.bench.oracle_gold import GoldError, build, load, parse
+from taskzilla_sleep.core.models import PatternKind
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, PatternDraft, PatternView, ReflectRequest
 from taskzilla_sleep.llm.prompts.distill import DISTILL, distill_items, distill_messages
 from taskzilla_sleep.llm.prompts.reflect import REFLECT, reflect_items, reflect_messages
-from taskzilla_sleep.models import PatternKind
 from tests.llm_stub import Reply
 
 TZ = timezone(timedelta(hours=1))

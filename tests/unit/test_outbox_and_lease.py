@@ -15,9 +15,9 @@ import httpx
 from taskzilla_sleep.alerts.delivery import deliver_due
 from taskzilla_sleep.alerts.outbox import Outbox
 from taskzilla_sleep.alerts.senders import SlackSender
-from taskzilla_sleep.lease import Lease, holding
-from taskzilla_sleep.models import Contradiction, ContradictionKind
-from taskzilla_sleep.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.core.models import Contradiction, ContradictionKind
+from taskzilla_sleep.core.settings import AlertChannel, AlertSettings
+from taskzilla_sleep.runtime.lease import Lease, holding
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.ports import LeaseClaim
 from tests.unit.steps.conftest import NIGHT, TEAM, episode, pattern

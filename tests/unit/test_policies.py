@@ -1,4 +1,4 @@
-"""The pure decisions in ``taskzilla_sleep.policies``: no stores, no model, no clock."""
+"""The pure decisions in ``taskzilla_sleep.rules.policies``: no stores, no model, no clock."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from taskzilla_sleep.beliefs import Slots, slots, topics
-from taskzilla_sleep.models import Episode, EpisodeStatus, Pattern, PatternKind, PatternStatus, Provenance
-from taskzilla_sleep.policies import (
+from taskzilla_sleep.core.models import Episode, EpisodeStatus, Pattern, PatternKind, PatternStatus, Provenance
+from taskzilla_sleep.rules.beliefs import Slots, slots, topics
+from taskzilla_sleep.rules.policies import (
     Candidate,
     Ledger,
     Span,

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from taskzilla_sleep.beliefs.language import language_of, rules_read
-from taskzilla_sleep.beliefs.prefilter import Withheld, only_questions, withheld
-from taskzilla_sleep.models import Episode, EpisodeStatus, Provenance
-from taskzilla_sleep.steps.distill.topics import Message, topics
+from taskzilla_sleep.core.models import Episode, EpisodeStatus, Provenance
+from taskzilla_sleep.night.steps.distill.topics import Message, topics
+from taskzilla_sleep.rules.beliefs.language import language_of, rules_read
+from taskzilla_sleep.rules.beliefs.prefilter import Withheld, only_questions, withheld
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
@@ -120,8 +120,8 @@ def test_a_shared_entity_brings_a_message_over_the_threshold() -> None:
 
 
 def test_status_names_the_teams_whose_last_distill_it_could_not_read() -> None:
-    from taskzilla_sleep.models import Run, StepResult
-    from taskzilla_sleep.status import unread_shares
+    from taskzilla_sleep.core.models import Run, StepResult
+    from taskzilla_sleep.interfaces.status import unread_shares
     from taskzilla_sleep.stores.memory import MemoryGraphStore
 
     graph = MemoryGraphStore()

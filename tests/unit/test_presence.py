@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from taskzilla_sleep import presence
+from taskzilla_sleep.runtime import presence
 
 
 def test_each_replica_has_its_file_and_a_dead_ones_is_skipped_and_removed(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from taskzilla_sleep.progress import Progress, add_flags, choose
+from taskzilla_sleep.night.progress import Progress, add_flags, choose
 
 
 class FakeTty(io.StringIO):

@@ -18,9 +18,7 @@ from datetime import timedelta
 
 import pytest
 
-from taskzilla_sleep import contradictions, facts
-from taskzilla_sleep.beliefs import injection
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.models import (
     Contradiction,
     ContradictionKind,
     Episode,
@@ -28,10 +26,12 @@ from taskzilla_sleep.models import (
     Pattern,
     Provenance,
 )
-from taskzilla_sleep.recall import ContradictionRef, RecallItem, recall, render_prompt
-from taskzilla_sleep.recall.prompt import HEADER, estimate_tokens, prompt_line
-from taskzilla_sleep.recall.select import BELIEF_MARGIN, MIN_SIMILARITY, Cover, EpisodeCandidate, pick
-from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.core.settings import Settings
+from taskzilla_sleep.memory import contradictions, facts
+from taskzilla_sleep.memory.recall import ContradictionRef, RecallItem, recall, render_prompt
+from taskzilla_sleep.memory.recall.prompt import HEADER, estimate_tokens, prompt_line
+from taskzilla_sleep.memory.recall.select import BELIEF_MARGIN, MIN_SIMILARITY, Cover, EpisodeCandidate, pick
+from taskzilla_sleep.rules.beliefs import injection
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import EpisodeCard, VectorHit, VectorKind
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, episode, pattern
@@ -483,8 +483,8 @@ def test_prompt_empty_and_nothing_fits() -> None:
 def test_an_items_status_and_provenance_are_typed_by_every_value_the_models_have() -> None:
     from typing import get_args
 
-    from taskzilla_sleep.models import EpisodeStatus, PatternStatus, Provenance
-    from taskzilla_sleep.recall.item import ItemProvenance, ItemStatus
+    from taskzilla_sleep.core.models import EpisodeStatus, PatternStatus, Provenance
+    from taskzilla_sleep.memory.recall.item import ItemProvenance, ItemStatus
 
     assert set(get_args(ItemStatus)) == {s.value for s in PatternStatus} | {s.value for s in EpisodeStatus}
     assert set(get_args(ItemProvenance)) == {p.value for p in Provenance} | {"distilled", "pinned"}

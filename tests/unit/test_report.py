@@ -17,10 +17,8 @@ import pytest
 import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
 
-from taskzilla_sleep.facts import fact_id
-from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.metrics import FAMILIES, SleepCollector, render
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.models import (
     Contradiction,
     Pattern,
     PatternKind,
@@ -30,10 +28,13 @@ from taskzilla_sleep.models import (
     StepName,
     StepResult,
 )
-from taskzilla_sleep.report.html import write_html
-from taskzilla_sleep.report.model import Report, build_report
-from taskzilla_sleep.report.nights import Night, night_of, percentile
-from taskzilla_sleep.report.signals import (
+from taskzilla_sleep.core.settings import DecaySettings, MemoryIndexSettings
+from taskzilla_sleep.memory.facts import fact_id
+from taskzilla_sleep.observe.metrics import FAMILIES, SleepCollector, render
+from taskzilla_sleep.observe.report.html import write_html
+from taskzilla_sleep.observe.report.model import Report, build_report
+from taskzilla_sleep.observe.report.nights import Night, night_of, percentile
+from taskzilla_sleep.observe.report.signals import (
     contradictions_signal,
     failed_steps_signal,
     memory_index_signal,
@@ -41,9 +42,8 @@ from taskzilla_sleep.report.signals import (
     pinned_facts_signal,
     store_growth_signal,
 )
-from taskzilla_sleep.report.svg import axis_ticks
-from taskzilla_sleep.report.text import render_text, sparkline
-from taskzilla_sleep.settings import DecaySettings, MemoryIndexSettings
+from taskzilla_sleep.observe.report.svg import axis_ticks
+from taskzilla_sleep.observe.report.text import render_text, sparkline
 from taskzilla_sleep.stores.ports import GraphCounts
 
 T0 = datetime(2026, 11, 28, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam
@@ -290,7 +290,7 @@ def test_the_report_never_says_recovered_while_distill_has_given_up_groups(tmp_p
 
 
 def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
-    from taskzilla_sleep.errors import UsageError
+    from taskzilla_sleep.core.errors import UsageError
 
     with pytest.raises(UsageError, match="at least 1"):
         build_report(EmptyLedger(), 0, index_cap=CAP, grace_days=GRACE_DAYS)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from taskzilla_sleep.budget import Estimate, Gate
+from taskzilla_sleep.core.models import Run, StepName, StepResult
+from taskzilla_sleep.core.settings import NightBudget
 from taskzilla_sleep.llm.base import LLMUsage
-from taskzilla_sleep.metrics import build_registry
-from taskzilla_sleep.models import Run, StepName, StepResult
-from taskzilla_sleep.nights import done_steps, due_jobs, group_nights, merge_runs, steps_left
-from taskzilla_sleep.report.model import build_report
-from taskzilla_sleep.settings import NightBudget
+from taskzilla_sleep.night.budget import Estimate, Gate
+from taskzilla_sleep.night.ledger import done_steps, due_jobs, group_nights, merge_runs, steps_left
+from taskzilla_sleep.observe.metrics import build_registry
+from taskzilla_sleep.observe.report.model import build_report
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from tests.unit.test_report import CAP, GRACE_DAYS, STEPS, T0, make_run, scrape
 

@@ -16,12 +16,12 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.memory_admin.forget import forget_pattern
-from taskzilla_sleep.models import PatternStatus
-from taskzilla_sleep.pipeline import NightRequest, run_night
-from taskzilla_sleep.report.model import build_report
-from taskzilla_sleep.report.signals import memory_index_signal
-from taskzilla_sleep.settings import Settings
+from taskzilla_sleep.core.models import PatternStatus
+from taskzilla_sleep.core.settings import Settings
+from taskzilla_sleep.memory.admin.forget import forget_pattern
+from taskzilla_sleep.night.pipeline import NightRequest, run_night
+from taskzilla_sleep.observe.report.model import build_report
+from taskzilla_sleep.observe.report.signals import memory_index_signal
 from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import Embedder
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from taskzilla_sleep import metrics
-from taskzilla_sleep.cli import make_parser
-from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.settings import Secrets, Settings
-from taskzilla_sleep.status import collect_status
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.settings import Secrets, Settings
+from taskzilla_sleep.interfaces.cli import make_parser
+from taskzilla_sleep.interfaces.status import collect_status
+from taskzilla_sleep.observe import metrics
 from taskzilla_sleep.stores.memory import MemoryGraphStore
 from taskzilla_sleep.stores.memory.vectors import MemoryVectorStore
 from taskzilla_sleep.stores.ports import LeaseClaim

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from ops.bench.scale_parts import cpu_s, night_figures, rss_mb, team_mix, teams_done
-from taskzilla_sleep.models import Run, StepResult
+from taskzilla_sleep.core.models import Run, StepResult
 
 STEPS = ("prune", "distill", "reflect", "decay")
 T0 = datetime.fromisoformat("2026-11-28T03:05:00+01:00")

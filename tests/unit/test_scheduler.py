@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from taskzilla_sleep.scheduler import NightlySchedule, ScaledClock
-from taskzilla_sleep.settings import ScheduleSettings
+from taskzilla_sleep.core.settings import ScheduleSettings
+from taskzilla_sleep.night.schedule import NightlySchedule, ScaledClock
 
 AMS = ZoneInfo("Europe/Amsterdam")
 
@@ -86,7 +86,7 @@ def test_scaled_clock_runs_fast_and_wakes_on_event() -> None:
     ],
 )
 def test_a_moment_belongs_to_the_last_night_whose_slot_passed(at: str, night: str) -> None:
-    from taskzilla_sleep.scheduler import calendar_night
+    from taskzilla_sleep.night.schedule import calendar_night
 
     assert calendar_night(datetime.fromisoformat(at), ScheduleSettings()) == night
     # Another zone, another calendar: 03:05 in Amsterdam is 21:05 the day before in New York.

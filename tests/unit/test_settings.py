@@ -7,8 +7,8 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.settings import Secrets, Settings, load_settings, packaged_default_yaml
+from taskzilla_sleep.core.errors import ConfigError
+from taskzilla_sleep.core.settings import Secrets, Settings, load_settings, packaged_default_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 

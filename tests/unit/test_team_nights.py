@@ -18,16 +18,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.errors import Busy
-from taskzilla_sleep.lease import LEASE_NAME, Lease, _pid_namespace, exclusive, team_lease_name
-from taskzilla_sleep.models import STEP_NAMES, Run, StepResult
-from taskzilla_sleep.nights import due_jobs, merge_runs
-from taskzilla_sleep.pipeline import store_sizes
-from taskzilla_sleep.scheduler import NightlySchedule
-from taskzilla_sleep.settings import Settings, WatchdogSettings, WorkerSettings
+from taskzilla_sleep.core.errors import Busy
+from taskzilla_sleep.core.host import _pid_namespace
+from taskzilla_sleep.core.models import STEP_NAMES, Run, StepResult
+from taskzilla_sleep.core.settings import Settings, WatchdogSettings, WorkerSettings
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.ledger import due_jobs, merge_runs
+from taskzilla_sleep.night.pipeline import store_sizes
+from taskzilla_sleep.night.schedule import NightlySchedule
+from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, exclusive, team_lease_name
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.ports import LeaseClaim
-from taskzilla_sleep.worker import Worker
 
 AMS = ZoneInfo("Europe/Amsterdam")
 NIGHT = datetime(2026, 11, 28, 3, 5, tzinfo=AMS)
@@ -229,8 +230,8 @@ def test_the_watchdog_never_runs_during_the_teams_night(tmp_path: Path) -> None:
 
 
 def test_run_once_no_wait_refuses_while_team_jobs_run_and_holds_nothing(tmp_path: Path) -> None:
-    from taskzilla_sleep.cli import _consolidation_lease
-    from taskzilla_sleep.lease import LeaseBusy, live_holder
+    from taskzilla_sleep.interfaces.cli import _consolidation_lease
+    from taskzilla_sleep.runtime.lease import LeaseBusy, live_holder
 
     services = _services(tmp_path)
     _seed(services, TEAMS)

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from taskzilla_sleep.access import Tokens, token_hash
-from taskzilla_sleep.api import create_app
 from taskzilla_sleep.app import Services
-from taskzilla_sleep.instruments import Instruments
-from taskzilla_sleep.scheduler import ScaledClock
-from taskzilla_sleep.settings import ApiSettings, Settings, TokenGrant
+from taskzilla_sleep.core.instruments import Instruments
+from taskzilla_sleep.core.settings import ApiSettings, Settings, TokenGrant
+from taskzilla_sleep.core.throttle import Throttle, Throttled
+from taskzilla_sleep.interfaces.api import create_app
+from taskzilla_sleep.interfaces.worker import Worker
+from taskzilla_sleep.night.schedule import ScaledClock
+from taskzilla_sleep.rules.access import Tokens, token_hash
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
-from taskzilla_sleep.throttle import Throttle, Throttled
-from taskzilla_sleep.worker import Worker
 
 NOW = datetime.fromisoformat("2026-11-28T09:00:00+01:00")
 READER, ADMIN = "tz-reader-token", "tz-admin-token"

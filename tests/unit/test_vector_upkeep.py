@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from taskzilla_sleep.errors import ConfigError
-from taskzilla_sleep.settings import load_settings
+from taskzilla_sleep.core.errors import ConfigError
+from taskzilla_sleep.core.settings import load_settings
+from taskzilla_sleep.memory.vector_upkeep import heavy, rebuild_heavy
 from taskzilla_sleep.stores.memory.vectors import MemoryVectorStore
-from taskzilla_sleep.vector_upkeep import heavy, rebuild_heavy
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from taskzilla_sleep.budget import Deferral
-from taskzilla_sleep.models import to_ms
-from taskzilla_sleep.settings import WatchdogSettings
-from taskzilla_sleep.steps.distill import DEFERRED, LAST_DISTILL, last_deferral
+from taskzilla_sleep.core.models import to_ms
+from taskzilla_sleep.core.settings import WatchdogSettings
+from taskzilla_sleep.night.budget import Deferral
+from taskzilla_sleep.night.steps.distill import DEFERRED, LAST_DISTILL, last_deferral
+from taskzilla_sleep.night.watchdog import watchdog_due, watchdog_pass
 from taskzilla_sleep.stores.memory import MemoryGraphStore
-from taskzilla_sleep.watchdog import watchdog_due, watchdog_pass
 
 NOW = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
 S = WatchdogSettings(cooldown_minutes=30, episode_threshold=3, lookback_hours=2)

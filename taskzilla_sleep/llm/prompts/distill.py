@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from taskzilla_sleep.core.models import Evidence, PatternKind
+from taskzilla_sleep.core.text import one_line
 from taskzilla_sleep.llm.base import (
     EVIDENCE_CONFIDENCE,
     MAX_BELIEFS,
@@ -23,8 +25,6 @@ from taskzilla_sleep.llm.base import (
     validate_draft,
 )
 from taskzilla_sleep.llm.prompts.shared import DATA_ESCAPES, ChatMessage, Items, Prompt, data_json, describe
-from taskzilla_sleep.models import Evidence, PatternKind
-from taskzilla_sleep.text import one_line
 
 # An episode's text beyond this is cut: the gist of a chat message is in its first lines, and a
 # pasted log must not multiply the tokens of a whole group.

@@ -10,10 +10,10 @@ from typing import get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from taskzilla_sleep.beliefs import injection
+from taskzilla_sleep.core.text import one_line
 from taskzilla_sleep.llm.base import MAX_STATEMENT_CHARS, PatternView, ReflectRequest, Relation, Verdict
 from taskzilla_sleep.llm.prompts.shared import ChatMessage, Items, Prompt, data_json, describe
-from taskzilla_sleep.text import one_line
+from taskzilla_sleep.rules.beliefs import injection
 
 MAX_CANDIDATES = 8  # REFLECT: old beliefs compared with one new belief in one call
 _MAX_REASON_CHARS = 300

@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from taskzilla_sleep.models import TEAM_RE, Tombstone, to_ms
+from taskzilla_sleep.core.models import TEAM_RE, Tombstone, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import UNREADABLE, tombstone_from_props, tombstone_props, why_unreadable
 from taskzilla_sleep.stores.cypher.archive import CypherArchive

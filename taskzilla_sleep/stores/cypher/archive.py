@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from taskzilla_sleep.models import from_ms, to_ms
+from taskzilla_sleep.core.models import from_ms, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import (
     archived_from_row,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from taskzilla_sleep.errors import NotFound
-from taskzilla_sleep.models import Contradiction, ContradictionKind, Pattern, to_ms
+from taskzilla_sleep.core.errors import NotFound
+from taskzilla_sleep.core.models import Contradiction, ContradictionKind, Pattern, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import (
     contradiction_from_props,

@@ -19,8 +19,16 @@ from datetime import datetime
 
 import structlog
 
-from taskzilla_sleep.errors import StoreError
-from taskzilla_sleep.models import CONTENT_FIELDS, EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, to_ms
+from taskzilla_sleep.core.errors import StoreError
+from taskzilla_sleep.core.models import (
+    CONTENT_FIELDS,
+    EPISODE_LIVE,
+    PATTERN_LIVE,
+    EntityLink,
+    Episode,
+    EpisodeStatus,
+    to_ms,
+)
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import (
     UNREADABLE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from taskzilla_sleep.models import EPISODE_LIVE
+from taskzilla_sleep.core.models import EPISODE_LIVE
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.cypher.base import CypherBase
 from taskzilla_sleep.stores.executor import Row

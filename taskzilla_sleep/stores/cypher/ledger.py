@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from taskzilla_sleep.models import Run
+from taskzilla_sleep.core.models import Run
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import run_from_props, run_props, update_row
 from taskzilla_sleep.stores.cypher.base import CypherBase

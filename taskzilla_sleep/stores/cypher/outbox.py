@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import Contradiction, from_ms, to_ms
+from taskzilla_sleep.core.models import Contradiction, from_ms, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import alert_from_props, alert_props, contradiction_from_props
 from taskzilla_sleep.stores.cypher.base import CypherBase, chunks

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import Pattern, to_ms
+from taskzilla_sleep.core.models import Pattern, to_ms
 from taskzilla_sleep.stores import queries
 from taskzilla_sleep.stores.codec import card_from_row, pattern_from_props, pattern_props, update_row
 from taskzilla_sleep.stores.cypher.base import CypherBase

@@ -7,7 +7,14 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import PATTERN_LIVE, TEAM_RE, ContradictionStatus, EpisodeStatus, PatternStatus, Tombstone
+from taskzilla_sleep.core.models import (
+    PATTERN_LIVE,
+    TEAM_RE,
+    ContradictionStatus,
+    EpisodeStatus,
+    PatternStatus,
+    Tombstone,
+)
 from taskzilla_sleep.stores.memory.archive import MemoryArchive
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.memory.sessions import MemorySessions

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from taskzilla_sleep.models import EpisodeStatus
+from taskzilla_sleep.core.models import EpisodeStatus
 from taskzilla_sleep.stores.codec import (
     contradiction_from_props,
     contradiction_props,

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from taskzilla_sleep.models import Contradiction, Episode, Pattern, Run
+from taskzilla_sleep.core.models import Contradiction, Episode, Pattern, Run
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
     ArchivedItem,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.errors import NotFound
-from taskzilla_sleep.models import (
+from taskzilla_sleep.core.errors import NotFound
+from taskzilla_sleep.core.models import (
     Contradiction,
     ContradictionKind,
     ContradictionStatus,

@@ -6,7 +6,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import EPISODE_LIVE, PATTERN_LIVE, EntityLink, Episode, EpisodeStatus, Provenance, to_ms
+from taskzilla_sleep.core.models import (
+    EPISODE_LIVE,
+    PATTERN_LIVE,
+    EntityLink,
+    Episode,
+    EpisodeStatus,
+    Provenance,
+    to_ms,
+)
 from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,

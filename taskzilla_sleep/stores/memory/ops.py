@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 
-from taskzilla_sleep.models import EPISODE_LIVE, STEP_DONE, Contradiction, ContradictionStatus, Run
+from taskzilla_sleep.core.models import EPISODE_LIVE, STEP_DONE, Contradiction, ContradictionStatus, Run
 from taskzilla_sleep.stores.memory.beliefs import MemoryBeliefs
 from taskzilla_sleep.stores.ports import AlertRecord, AlertStatus, IngestMark, LeaseClaim, LeaseState, PatternUpdate
 from taskzilla_sleep.stores.records import MARK_KEPT_MS

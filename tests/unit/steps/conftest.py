@@ -14,11 +14,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from taskzilla_sleep.entities import EntityExtractor
+from taskzilla_sleep.core.models import (
+    Episode,
+    EpisodeStatus,
+    Evidence,
+    Pattern,
+    PatternKind,
+    PatternStatus,
+    Provenance,
+)
+from taskzilla_sleep.core.settings import Settings, load_settings
 from taskzilla_sleep.llm.base import DistillRequest, LLMUsage, PatternDraft, ReflectRequest, Unanswered, Verdict
-from taskzilla_sleep.models import Episode, EpisodeStatus, Evidence, Pattern, PatternKind, PatternStatus, Provenance
-from taskzilla_sleep.settings import Settings, load_settings
-from taskzilla_sleep.steps.base import StepContext, Vector
+from taskzilla_sleep.night.steps.base import StepContext, Vector
+from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
 
 TEAM = "platform"

@@ -8,15 +8,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from taskzilla_sleep.budget import Estimate, Gate, batches, estimate, estimate_batch
+from taskzilla_sleep.core.settings import NightBudget, ScheduleSettings
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView, LLMUsage
 from taskzilla_sleep.llm.prompts.distill import distill_max_tokens, distill_messages
-from taskzilla_sleep.report.html import render_html
-from taskzilla_sleep.report.text import render_text
-from taskzilla_sleep.scheduler import NightlySchedule
-from taskzilla_sleep.settings import NightBudget, ScheduleSettings
-from taskzilla_sleep.steps import distill
-from taskzilla_sleep.steps.distill.read import _ask
+from taskzilla_sleep.night.budget import Estimate, Gate, batches, estimate, estimate_batch
+from taskzilla_sleep.night.schedule import NightlySchedule
+from taskzilla_sleep.night.steps import distill
+from taskzilla_sleep.night.steps.distill.read import _ask
+from taskzilla_sleep.observe.report.html import render_html
+from taskzilla_sleep.observe.report.text import render_text
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode
 from tests.unit.steps.test_distill import STATEMENT, inputs, rules
 from tests.unit.test_report import make_run, sample_report

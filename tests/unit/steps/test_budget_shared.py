@@ -8,12 +8,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from taskzilla_sleep.budget import Estimate, Gate, Tally
-from taskzilla_sleep.entities import EntityExtractor
+from taskzilla_sleep.core.models import EpisodeStatus, Run, StepResult
+from taskzilla_sleep.core.settings import NightBudget
 from taskzilla_sleep.llm.base import LLMUsage, usage_scope
-from taskzilla_sleep.models import EpisodeStatus, Run, StepResult
-from taskzilla_sleep.pipeline import NightHooks, NightRequest, NightResult, run_night
-from taskzilla_sleep.settings import NightBudget
+from taskzilla_sleep.night.budget import Estimate, Gate, Tally
+from taskzilla_sleep.night.pipeline import NightHooks, NightRequest, NightResult, run_night
+from taskzilla_sleep.rules.entities import EntityExtractor
 from tests.unit.steps.conftest import DAY, NIGHT, Fake, belief_of_all, episode
 from tests.unit.steps.test_distill import RULES, STATEMENT
 

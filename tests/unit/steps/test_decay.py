@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from taskzilla_sleep.models import Contradiction, EpisodeStatus, PatternStatus
-from taskzilla_sleep.steps import decay
+from taskzilla_sleep.core.models import Contradiction, EpisodeStatus, PatternStatus
+from taskzilla_sleep.night.steps import decay
 from tests.unit.steps.conftest import NIGHT, TEAM, Fake, episode, pattern
 
 LONG_AGO = NIGHT - timedelta(hours=80)  # past the 72 h grace

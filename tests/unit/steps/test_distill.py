@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from taskzilla_sleep.core.models import Episode, EpisodeStatus, Evidence, PatternKind, PatternStatus
 from taskzilla_sleep.llm.base import PatternDraft, Unanswered
-from taskzilla_sleep.models import Episode, EpisodeStatus, Evidence, PatternKind, PatternStatus
-from taskzilla_sleep.policies import pattern_id
-from taskzilla_sleep.steps import distill
-from taskzilla_sleep.steps.base import NoUsableAnswers
-from taskzilla_sleep.steps.distill import retry
-from taskzilla_sleep.steps.distill.plan import to_journal
+from taskzilla_sleep.night.steps import distill
+from taskzilla_sleep.night.steps.base import NoUsableAnswers
+from taskzilla_sleep.night.steps.distill import retry
+from taskzilla_sleep.night.steps.distill.plan import to_journal
+from taskzilla_sleep.rules.policies import pattern_id
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode, pattern, vector
 
 RULES = [

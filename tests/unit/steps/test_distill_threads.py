@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from taskzilla_sleep.core.models import EpisodeStatus
 from taskzilla_sleep.llm.base import DistillRequest, EpisodeView
 from taskzilla_sleep.llm.prompts.distill import distill_messages
-from taskzilla_sleep.models import EpisodeStatus
-from taskzilla_sleep.steps import distill
+from taskzilla_sleep.night.steps import distill
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode
 from tests.unit.steps.test_distill import STATEMENT, rules
 

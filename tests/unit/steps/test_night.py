@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from taskzilla_sleep.models import STEP_NAMES, PatternStatus
-from taskzilla_sleep.pipeline import NightHooks, NightRequest, run_night
-from taskzilla_sleep.steps.distill import DistillPlan
+from taskzilla_sleep.core.models import STEP_NAMES, PatternStatus
+from taskzilla_sleep.night.pipeline import NightHooks, NightRequest, run_night
+from taskzilla_sleep.night.steps.distill import DistillPlan
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, belief_of_all, episode
 from tests.unit.steps.test_distill import STATEMENT, rules
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from taskzilla_sleep.models import EpisodeStatus
-from taskzilla_sleep.steps import prune
+from taskzilla_sleep.core.models import EpisodeStatus
+from taskzilla_sleep.night.steps import prune
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, episode, pattern, vector
 
 OLD = DAY - timedelta(days=30)

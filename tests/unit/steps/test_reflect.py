@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from taskzilla_sleep.core.models import ContradictionKind, EpisodeStatus, Pattern, PatternStatus
 from taskzilla_sleep.llm.base import Unanswered, Verdict
-from taskzilla_sleep.models import ContradictionKind, EpisodeStatus, Pattern, PatternStatus
-from taskzilla_sleep.policies import Span
-from taskzilla_sleep.steps import reflect
+from taskzilla_sleep.night.steps import reflect
+from taskzilla_sleep.rules.policies import Span
 from tests.unit.steps.conftest import DAY, NIGHT, TEAM, Fake, episode, pattern
 
 EARLIER = DAY - timedelta(days=10)

@@ -1,0 +1,1 @@
+"""Layer 2, rules: pure judgement (beliefs/, policies, entities, access). Imports only ``core``."""
