@@ -7,20 +7,17 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from taskzilla_sleep import __version__
 from taskzilla_sleep.core.errors import ConfigError, TaskzillaError, UsageError
 from taskzilla_sleep.core.logs import configure_logging
-from taskzilla_sleep.core.models import TEAM_RE
 from taskzilla_sleep.core.settings import Secrets, Settings, load_settings, parse_scalar
-from taskzilla_sleep.interfaces import cli_alerts, cli_audit, cli_distill, cli_mcp, cli_memory, cli_ops
-from taskzilla_sleep.interfaces.cli_memory import BY_HELP, port_number
+from taskzilla_sleep.interfaces import cli_alerts, cli_args, cli_audit, cli_distill, cli_mcp, cli_memory, cli_ops
+from taskzilla_sleep.interfaces.cli_memory import BY_HELP
 from taskzilla_sleep.night import progress
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -28,9 +25,11 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     d: Any = argparse.SUPPRESS if suppress else None
-    parser.add_argument("--config", type=_path, default=d, metavar="FILE", help="YAML config (env TASKZILLA_CONFIG)")
     parser.add_argument(
-        "--data-dir", type=_path, default=d, metavar="DIR", help="embedded stores, memory index, reports"
+        "--config", type=cli_args.path, default=d, metavar="FILE", help="YAML config (env TASKZILLA_CONFIG)"
+    )
+    parser.add_argument(
+        "--data-dir", type=cli_args.path, default=d, metavar="DIR", help="embedded stores, memory index, reports"
     )
     parser.add_argument(
         "--set",
@@ -64,7 +63,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     ing = sub.add_parser("ingest", parents=[common], help="validate and store episodes from a JSONL file")
     ing.add_argument("file", help="episodes, one JSON object a line; '-' reads stdin")
-    ing.add_argument("--now", type=_iso, help="the ingestion time to record (replay, tests); default: now")
+    ing.add_argument("--now", type=cli_args.iso_time, help="the ingestion time to record (replay, tests); default: now")
     ing.add_argument("--json", action="store_true", help="machine-readable output")
     progress.add_flags(ing)
 
@@ -80,25 +79,31 @@ def make_parser() -> argparse.ArgumentParser:
 
     ro = sub.add_parser("run-once", parents=[common], help="run the nightly cycle (or some steps) now")
     ro.add_argument("--steps", help="comma-separated subset of prune,distill,reflect,decay (run in cycle order)")
-    ro.add_argument("--now", type=_iso, help="the clock for every decision, ISO-8601 with offset (replay, tests)")
+    ro.add_argument(
+        "--now", type=cli_args.iso_time, help="the clock for every decision, ISO-8601 with offset (replay, tests)"
+    )
     ro.add_argument("--dry-run", action="store_true", help="print the plan as a diff and write nothing")
     ro.add_argument(
         "--no-wait",
         action="store_true",
         help="fail at once (exit 1) when a worker or another run-once holds the lease, instead of waiting",
     )
-    ro.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
+    ro.add_argument(
+        "--team", type=cli_args.team_name, action="append", help="only these teams (repeatable; default all)"
+    )
     ro.add_argument("--json", action="store_true", help="machine-readable output")
     progress.add_flags(ro)
 
     rec = sub.add_parser("recall", parents=[common], help="what the bot would get back for a query")
     rec.add_argument("query")
     rec.add_argument("--entity", help="only beliefs about this person/channel/project")
-    rec.add_argument("--team", type=_team_name, action="append", help="only these teams (repeatable; default all)")
+    rec.add_argument(
+        "--team", type=cli_args.team_name, action="append", help="only these teams (repeatable; default all)"
+    )
     rec.add_argument("-k", type=int, default=5, help="how many items (default 5)")
     rec.add_argument("--include-drafts", action="store_true", help="also the bot's own drafts (labelled draft)")
     rec.add_argument("--include-superseded", action="store_true", help="also replaced beliefs (labelled SUPERSEDED)")
-    rec.add_argument("--now", type=_iso, help="the clock recorded as access time")
+    rec.add_argument("--now", type=cli_args.iso_time, help="the clock recorded as access time")
     rec.add_argument("--json", action="store_true", help="machine-readable output (same as --format json)")
     rec.add_argument("--format", choices=("text", "json", "prompt"), help="prompt: a block for a model's system prompt")
     rec.add_argument("--budget", type=int, default=500, help="--format prompt: at most this many tokens (estimated)")
@@ -109,16 +114,16 @@ def make_parser() -> argparse.ArgumentParser:
     fpin.add_argument("text")
     fpin.add_argument("--by", help=BY_HELP)
     fpin.add_argument("--entity", help="the person (or thing) it is about")
-    fpin.add_argument("--team", type=_team_name, help="the team (default: the only team in the stores)")
-    fpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    fpin.add_argument("--team", type=cli_args.team_name, help="the team (default: the only team in the stores)")
+    fpin.add_argument("--now", type=cli_args.iso_time, help=argparse.SUPPRESS)
     fpin.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
     flist = fsub.add_parser("list", parents=[common], help="list pinned facts")
-    flist.add_argument("--team", type=_team_name)
+    flist.add_argument("--team", type=cli_args.team_name)
     flist.add_argument("--json", action="store_true", help="machine-readable output")
     funpin = fsub.add_parser("unpin", parents=[common], help="unpin (archive) a fact")
     funpin.add_argument("id")
     funpin.add_argument("--by", help=BY_HELP)
-    funpin.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    funpin.add_argument("--now", type=cli_args.iso_time, help=argparse.SUPPRESS)
     funpin.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
 
     con = sub.add_parser("contradictions", parents=[common], help="the human loop: list and resolve contradictions")
@@ -131,18 +136,22 @@ def make_parser() -> argparse.ArgumentParser:
     cres.add_argument("--keep", required=True, choices=["new", "old", "both"])
     cres.add_argument("--by", help=BY_HELP)
     cres.add_argument("--note", help="why")
-    cres.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    cres.add_argument("--now", type=cli_args.iso_time, help=argparse.SUPPRESS)
     cres.add_argument("--json", action="store_true", help="machine-readable output (as the API returns it)")
 
     wk = sub.add_parser("worker", parents=[common], help="the long-running worker: schedule, watchdog, HTTP API")
     wk.add_argument("--no-api", action="store_true", help="do not serve the HTTP API")
-    wk.add_argument("--api-port", type=port_number, help="override api.port (0: any free port)")
-    wk.add_argument("--clock-start", type=_iso, help=argparse.SUPPRESS)  # replays and tests: a controlled clock
+    wk.add_argument("--api-port", type=cli_args.port_number, help="override api.port (0: any free port)")
+    wk.add_argument(
+        "--clock-start", type=cli_args.iso_time, help=argparse.SUPPRESS
+    )  # replays and tests: a controlled clock
     wk.add_argument("--clock-speed", type=float, default=1.0, help=argparse.SUPPRESS)
 
     rep = sub.add_parser("report", parents=[common], help="nightly metrics, trends and health signals for ops")
     rep.add_argument("--runs", type=int, default=14, help="how many nights (default 14)")
-    rep.add_argument("--html", type=_path, help="where to write the HTML report (default DATA_DIR/memory/report.html)")
+    rep.add_argument(
+        "--html", type=cli_args.path, help="where to write the HTML report (default DATA_DIR/memory/report.html)"
+    )
     rep.add_argument("--json", action="store_true", help="machine-readable output")
 
     rc = sub.add_parser("reconcile", parents=[common], help="find (and repair) drift between the two stores")
@@ -155,34 +164,6 @@ def make_parser() -> argparse.ArgumentParser:
     cli_audit.add_parsers(sub, common)  # audit list
     cli_distill.add_parsers(sub, common)  # distill retry
     return p
-
-
-def _path(raw: str) -> Path:
-    if not raw.strip():
-        raise argparse.ArgumentTypeError("an empty path is not allowed")
-    return Path(raw)
-
-
-def _team_name(raw: str) -> str:
-    if not re.fullmatch(TEAM_RE, raw):
-        raise argparse.ArgumentTypeError(
-            f"invalid team name {raw!r}: 1-48 letters, digits, '_' or '-', starting with a letter or digit"
-        )
-    return raw
-
-
-def _iso(raw: str) -> datetime:
-    try:
-        t = datetime.fromisoformat(raw)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from exc
-    if t.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{raw!r} has no UTC offset (write e.g. 2026-11-30T03:05:00+01:00)")
-    from taskzilla_sleep.core.models import EARLIEST_TIME, LATEST_TIME
-
-    if not EARLIEST_TIME <= t < LATEST_TIME:  # the stores hold no time outside: it would poison every night
-        raise argparse.ArgumentTypeError(f"{raw!r} is outside the years 1900 to 8999")
-    return t
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from taskzilla_sleep.core.settings import Secrets, Settings
-from taskzilla_sleep.interfaces.cli_memory import _iso, _team_name
+from taskzilla_sleep.interfaces.cli_args import iso_time, team_name
 from taskzilla_sleep.service.audit_trail import AUDIT_FILE, AuditLog, AuditRecord
 
 IDS_SHOWN = 3
@@ -35,9 +35,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     au = sub.add_parser("audit", parents=[common], help="the audit trail: who decided what")
     asub = au.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
     ls = asub.add_parser("list", parents=[common], help="decisions on record, newest first")
-    ls.add_argument("--team", type=_team_name, help="only this team's records")
+    ls.add_argument("--team", type=team_name, help="only this team's records")
     ls.add_argument("--action", type=_action, help="only this action (resolve, pin, unpin, forget, ingest, ...)")
-    ls.add_argument("--since", type=_iso, help="only records at or after this time (ISO-8601 with offset)")
+    ls.add_argument("--since", type=iso_time, help="only records at or after this time (ISO-8601 with offset)")
     ls.add_argument("--limit", type=_limit, default=50, help="at most this many records (default 50)")
     ls.add_argument("--json", action="store_true", help="machine-readable output (one list of records)")
 

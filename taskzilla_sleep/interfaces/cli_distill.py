@@ -8,19 +8,12 @@ Retry writes the episodes' distill marks, so it holds the consolidation lease li
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from taskzilla_sleep.core.errors import UsageError
-from taskzilla_sleep.core.models import TEAM_RE
 from taskzilla_sleep.core.settings import Secrets, Settings
+from taskzilla_sleep.interfaces.cli_args import team_name
 from taskzilla_sleep.interfaces.cli_memory import admin_lease, emit
-
-
-def _team_name(raw: str) -> str:
-    if not re.fullmatch(TEAM_RE, raw):
-        raise argparse.ArgumentTypeError(f"invalid team name {raw!r}: letters, digits, '_' or '-'")
-    return raw
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -31,7 +24,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="ask the groups distill gave up on again, the next night (fresh distill.max_attempts nights)",
     )
-    rt.add_argument("--team", type=_team_name, action="append", help="this team's given-up groups (repeatable)")
+    rt.add_argument("--team", type=team_name, action="append", help="this team's given-up groups (repeatable)")
     rt.add_argument("--all", action="store_true", help="every team's given-up groups")
     rt.add_argument("--json", action="store_true", help="machine-readable output")
 

@@ -17,7 +17,7 @@ import structlog
 
 from taskzilla_sleep.core.errors import ConfigError, Unauthorized
 from taskzilla_sleep.core.settings import Secrets, Settings
-from taskzilla_sleep.interfaces.cli_memory import port_number
+from taskzilla_sleep.interfaces.cli_args import port_number
 from taskzilla_sleep.interfaces.cli_ops import on_sigterm
 from taskzilla_sleep.rules.access import Access, Tokens
 

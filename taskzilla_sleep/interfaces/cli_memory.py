@@ -13,7 +13,6 @@ import contextlib
 import getpass
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -22,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from taskzilla_sleep.core.errors import InputError
-from taskzilla_sleep.core.models import TEAM_RE, PatternStatus
+from taskzilla_sleep.core.models import PatternStatus
 from taskzilla_sleep.core.settings import Secrets, Settings
+from taskzilla_sleep.interfaces.cli_args import iso_time, team_name
 from taskzilla_sleep.night import progress
 from taskzilla_sleep.rules.access import Access
 
@@ -64,45 +64,18 @@ def _login_name() -> str:
         return "unknown"
 
 
-def port_number(raw: str) -> int:
-    """An argparse type: a TCP port (0: any free one)."""
-    try:
-        port = int(raw)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (0-65535): {raw!r}")
-    return port
-
-
-def _team_name(raw: str) -> str:
-    if not re.fullmatch(TEAM_RE, raw):
-        raise argparse.ArgumentTypeError(f"invalid team name {raw!r}: letters, digits, '_' or '-'")
-    return raw
-
-
-def _iso(raw: str) -> datetime:
-    try:
-        t = datetime.fromisoformat(raw)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {raw!r}") from exc
-    if t.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{raw!r} has no UTC offset")
-    return t
-
-
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     pat = sub.add_parser("patterns", parents=[common], help="inspect a team's beliefs")
     psub = pat.add_subparsers(dest="patterns_command", required=True, metavar="ACTION")
     plist = psub.add_parser("list", parents=[common], help="list a team's patterns")
-    plist.add_argument("--team", type=_team_name, required=True)
+    plist.add_argument("--team", type=team_name, required=True)
     plist.add_argument("--status", choices=[s.value for s in PatternStatus])
     plist.add_argument("--limit", type=int, default=50)
     plist.add_argument("--offset", type=int, default=0)
     plist.add_argument("--json", action="store_true", help="machine-readable output")
     pshow = psub.add_parser("show", parents=[common], help="one pattern: evidence, contradictions, links, history")
     pshow.add_argument("id")
-    pshow.add_argument("--team", type=_team_name, required=True)
+    pshow.add_argument("--team", type=team_name, required=True)
     pshow.add_argument("--json", action="store_true", help="machine-readable output")
 
     prel = psub.add_parser(
@@ -111,10 +84,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         help="a belief is wrong: its absorbed messages raw again (retired ones with their archived text), it retires",
     )
     prel.add_argument("id")
-    prel.add_argument("--team", type=_team_name, required=True)
+    prel.add_argument("--team", type=team_name, required=True)
     prel.add_argument("--by", help=BY_HELP)
     prel.add_argument("--reason", required=True, help="why (kept with the retired belief and in the audit log)")
-    prel.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    prel.add_argument("--now", type=iso_time, help=argparse.SUPPRESS)
     prel.add_argument("--json", action="store_true", help="machine-readable output")
 
     und = sub.add_parser(
@@ -129,7 +102,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     und.add_argument("--dry-run", action="store_true", help="say what would be undone, change nothing")
     und.add_argument("--by", help=BY_HELP)
     und.add_argument("--reason", required=True, help="why (kept with the run and in the audit log)")
-    und.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+    und.add_argument("--now", type=iso_time, help=argparse.SUPPRESS)
     und.add_argument("--json", action="store_true", help="machine-readable output")
 
     fg = sub.add_parser("forget", parents=[common], help="forget an episode, every episode of a person, or a pattern")
@@ -141,14 +114,14 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     ):
         f = fsub.add_parser(what, parents=[common], help=helptext)
         f.add_argument(arg)
-        f.add_argument("--team", type=_team_name, required=True)
+        f.add_argument("--team", type=team_name, required=True)
         f.add_argument("--by", help="who asked (kept in the tombstone as cli:NAME; default: your login name)")
         f.add_argument("--reason", required=True, help="why (kept in the tombstone)")
-        f.add_argument("--now", type=_iso, help=argparse.SUPPRESS)
+        f.add_argument("--now", type=iso_time, help=argparse.SUPPRESS)
         f.add_argument("--json", action="store_true", help="machine-readable output")
 
     ex = sub.add_parser("export", parents=[common], help="write a team's whole memory as JSONL")
-    ex.add_argument("--team", type=_team_name, required=True)
+    ex.add_argument("--team", type=team_name, required=True)
     ex.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
 
     im = sub.add_parser("import", parents=[common], help="read an export into the configured stores")
@@ -156,7 +129,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     im.add_argument("--replace", action="store_true", help="delete the team's memory in the target first")
     im.add_argument(
         "--as-team",
-        type=_team_name,
+        type=team_name,
         metavar="NEW",
         help="copy the file's team as team NEW (new ids; the file's own team is left as it is)",
     )

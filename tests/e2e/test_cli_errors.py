@@ -81,6 +81,29 @@ USAGE_ERRORS = [
     (["worker", "--api-port", "99999"], "argument --api-port: not a port number (0-65535): '99999'"),
     (["report", "--html", "{t}"], "--html {t} is a directory"),
     (["report", "--html", "{t}/a-file/r.html"], "the HTML report's directory {t}/a-file is a file"),
+    # Every subcommand's time, team and port go through the same types (once two copies had drifted:
+    # the memory and audit commands took a year-1 time the stores cannot hold).
+    (
+        ["audit", "list", "--since", "0001-01-01T00:00:00+00:00"],
+        "argument --since: '0001-01-01T00:00:00+00:00' is outside",
+    ),
+    (
+        [
+            "patterns",
+            "release",
+            "p1",
+            "--team",
+            "t",
+            "--by",
+            "me",
+            "--reason",
+            "x",
+            "--now",
+            "0001-01-01T00:00:00+00:00",
+        ],
+        "is outside the years",
+    ),
+    (["patterns", "list", "--team", "a/b"], "argument --team: invalid team name 'a/b': 1-48 letters"),
 ]
 
 
