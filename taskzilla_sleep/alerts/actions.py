@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
 
 from taskzilla_sleep.core.errors import BadRequest
+from taskzilla_sleep.rules.resolution import Keep
 
-Keep = Literal["new", "old", "both"]
 KEEPS: tuple[Keep, ...] = ("new", "old", "both")
 LABELS: dict[Keep, str] = {"new": "Keep new", "old": "Keep old", "both": "Keep both"}
 SLACK_KEEP_PREFIX = "tz_keep_"  # action_id tz_keep_new / tz_keep_old / tz_keep_both

@@ -37,6 +37,7 @@ from taskzilla_sleep.memory.admin import (
 from taskzilla_sleep.memory.ingest import Ingestor, IngestReport
 from taskzilla_sleep.memory.recall import RecallItem, recall
 from taskzilla_sleep.rules.access import Access
+from taskzilla_sleep.rules.resolution import Keep
 from taskzilla_sleep.service import audit_trail as trail
 from taskzilla_sleep.stores.ports import GraphStore, VectorStore
 
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
     from taskzilla_sleep.observe.report.model import Report
 
 log = structlog.get_logger(__name__)
-
-Keep = Literal["new", "old", "both"]
-
 
 UndoState = Literal["undoable", "undone", "purged", "nothing"]
 
