@@ -36,8 +36,14 @@ def failed_steps(data: Path, env: dict[str, str], tmp: Path) -> dict[str, Any]:
     return signal | {"given_up": got["given_up"]}
 
 
+# The Neo4j pair runs in `make bench` (marked slow: ~55 s of command lines; the give-up counting is the
+# same code over the run ledger's meta, which the contract suite checks on Neo4j).
 @pytest.mark.parametrize(
-    "backends", ["falkordb", pytest.param("neo4j", marks=[pytest.mark.neo4j, pytest.mark.chroma_server])]
+    "backends",
+    [
+        "falkordb",
+        pytest.param("neo4j", marks=[pytest.mark.neo4j, pytest.mark.chroma_server, pytest.mark.slow]),
+    ],
 )
 def test_an_outage_gives_up_only_after_distinct_nights_and_retry_asks_again(
     backends: str, tmp_path: Path, request: pytest.FixtureRequest, offline_embedder: Embedder
