@@ -62,10 +62,7 @@ def _without(folder: str, text: str) -> str:
 def stores_summary(status: StatusReport, pinned: int) -> list[str]:
     """The stores after the demo night in two lines: each store's health, then the memory's sizes with
     one count of beliefs (distilled tonight and the pinned facts; `status` shows the full report)."""
-    lines = []
-    for h in (status.graph, status.vectors):
-        state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
-        lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")  # as `status` aligns them
+    lines = [h.line() for h in (status.graph, status.vectors)]
     c = status.graph_counts
     if c is not None:
         patterns = sum(c.patterns.values())

@@ -21,6 +21,11 @@ class BackendHealth(BaseModel):
     reachable: bool
     error: str | None = None
 
+    def line(self) -> str:
+        """The store's line of ``status`` (and of the demo's summary), aligned with the others."""
+        state = "ok" if self.reachable else f"UNREACHABLE: {self.error}"
+        return f"{self.role + ':':9} {self.backend} ({self.where}) {state}"
+
 
 class LeaseInfo(BaseModel):
     """The consolidation lease: who holds it (None: free) and until when unless renewed."""
@@ -58,9 +63,7 @@ class StatusReport(BaseModel):
             f"data dir: {self.data_dir}",
         ]
         lines += [f"worker:   pid {w['pid']} on {w.get('host')}, API {w.get('api')}" for w in self.workers]
-        for h in (self.graph, self.vectors):
-            state = "ok" if h.reachable else f"UNREACHABLE: {h.error}"
-            lines.append(f"{h.role + ':':9} {h.backend} ({h.where}) {state}")
+        lines += [h.line() for h in (self.graph, self.vectors)]
         if self.model is not None:
             fix = f" (fix: {self.model['fix']})" if self.model.get("fix") else ""
             state = self.model["detail"] if self.model["ok"] else f"FAILED: {self.model['detail']}{fix}"

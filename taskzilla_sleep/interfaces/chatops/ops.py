@@ -76,9 +76,9 @@ class Callback:
     message_id: int | None
     text: str
     resolved: bool
-    # editMessageText's text and parse mode: the alert as it reads once decided (None: the keyboard
-    # is only removed — a digest's message, or an alert this worker has no record of)
-    decided: dict[str, Any] | None = None
+    # What was decided, and the channels of this chat: the alert is rewritten from them once answered
+    done: Contradiction | None = None
+    channels: frozenset[str] = frozenset()
 
 
 class ChatOps:
@@ -210,24 +210,25 @@ class ChatOps:
         except TaskzillaError as exc:  # refused, unknown, decided otherwise already, a store error
             log.info("chat_click_refused", where=f"Telegram chat {chat_id}", error=str(exc)[:200])
             return Callback(bot, query_id, chat_id, message_id, f"Not resolved: {exc}", resolved=False)
-        decided = self._decided(here, chat_id, message_id, done)
-        return Callback(bot, query_id, chat_id, message_id, resolution_line(done), resolved=True, decided=decided)
+        names = frozenset(t.name for t in here)
+        return Callback(bot, query_id, chat_id, message_id, resolution_line(done), True, done, names)
 
-    def _decided(
-        self, here: Sequence[TelegramChannel], chat_id: str, message_id: int | None, done: Contradiction
-    ) -> dict[str, Any] | None:
-        """The clicked alert as it reads once decided, as Slack's is updated: how to decide and who may
-        are gone; who decided, and what the bot now uses, are said below it."""
-        names = {t.name for t in here}
+    def _decided(self, cb: Callback) -> dict[str, Any] | None:
+        """editMessageText's text and parse mode: the clicked alert as it reads once decided, as Slack's is
+        updated (how to decide and who may are gone; who decided, and what the bot now uses, below it).
+        None: the keyboard is only removed (a digest's message, or an alert this worker has no record of)."""
+        done = cb.done
+        if done is None or cb.message_id is None:
+            return None
+        ref = str(cb.message_id)
         record = next(
             (
                 a
                 for a in self.service.graph.alerts()
                 if a.kind == "contradiction"
                 and a.contradiction_id == done.id
-                and a.channel in names
-                and message_id is not None
-                and a.message_ref == str(message_id)
+                and a.channel in cb.channels
+                and a.message_ref == ref
             ),
             None,
         )
@@ -240,7 +241,7 @@ class ChatOps:
         beliefs = self.service.graph.patterns_by_id([done.old_pattern_id, done.new_pattern_id])
         note = Section(heading="Decided", body=f"{resolution_line(done)}\n{what_recall_uses(done, beliefs)}")
         kept = [x for x in msg.sections if not x.how and f"*{x.heading}*" not in HOW_HEADINGS]
-        body = telegram_payload(msg.model_copy(update={"sections": (*kept, note)}), chat_id)
+        body = telegram_payload(msg.model_copy(update={"sections": (*kept, note)}), cb.chat_id)
         return {"text": body["text"], **({"parse_mode": body["parse_mode"]} if "parse_mode" in body else {})}
 
     # -- answering (after the HTTP answer: failures are logged, the outbox answer still comes) --
@@ -276,9 +277,10 @@ class ChatOps:
             )
         if cb.resolved and cb.message_id is not None:
             markup = {"chat_id": cb.chat_id, "message_id": cb.message_id, "reply_markup": {"inline_keyboard": []}}
-            if cb.decided is not None:  # the text and its keyboard in one edit
+            decided = self._decided(cb)  # read here, after the webhook's answer, as Slack's update is
+            if decided is not None:  # the text and its keyboard in one edit
                 quiet = {"link_preview_options": {"is_disabled": True}}
-                calls.append(("editMessageText", {**markup, **cb.decided, **quiet}))
+                calls.append(("editMessageText", {**markup, **decided, **quiet}))
             else:
                 calls.append(("editMessageReplyMarkup", markup))
         for method, body in calls:
