@@ -26,16 +26,8 @@ import structlog
 
 from taskzilla_sleep.core.errors import Busy, StoreError, TaskzillaError
 
-# Who a holder is lives in core/host.py (memory/inflight.py names its marks' holders the same way);
-# re-exported here for code written before the move.
-from taskzilla_sleep.core.host import _local_pid as _local_pid
-from taskzilla_sleep.core.host import _pid_namespace as _pid_namespace
-from taskzilla_sleep.core.host import holder_id as holder_id
-from taskzilla_sleep.core.host import local_pid as local_pid
-from taskzilla_sleep.core.host import pid_alive as pid_alive
-from taskzilla_sleep.core.host import pid_namespace as pid_namespace
-
-# Who a holder is: in core (memory/inflight.py names its marks' holders the same way); also read from here.
+# Who a holder is lives in core/host.py (memory/inflight.py names its marks' holders the same way).
+from taskzilla_sleep.core.host import _local_pid, _pid_namespace, holder_id, pid_alive
 from taskzilla_sleep.stores.ports import GraphStore, LeaseClaim, LeaseState
 
 log = structlog.get_logger(__name__)
