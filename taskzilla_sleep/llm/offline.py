@@ -34,6 +34,8 @@ from taskzilla_sleep.llm.base import (
 from taskzilla_sleep.rules.beliefs import declarative, is_belief, slots, topics
 from taskzilla_sleep.rules.beliefs.language import RULES_READ, rules_read
 from taskzilla_sleep.rules.policies import (
+    TOPIC_BONUS,
+    VALUE_BONUS,
     Candidate,
     cohesion,
     content_words,
@@ -109,8 +111,8 @@ class OfflineProvider:
             candidates,
             s.similarity_threshold,
             min_size=req.min_support,
-            topic_bonus=s.topic_bonus,
-            value_bonus=s.value_bonus,
+            topic_bonus=TOPIC_BONUS,
+            value_bonus=VALUE_BONUS,
         )
         by_id = {e.id: (e, v) for e, v in zip(eps, vectors, strict=True)}
         drafts: list[PatternDraft] = []

@@ -236,6 +236,14 @@ def group_key(ids: Sequence[str]) -> str:
     return hashlib.sha256("\x1f".join(sorted(ids)).encode()).hexdigest()[:20]
 
 
+# The grouping's bonuses on top of the cosine (not settings: tuned with the judge on the hand-written
+# corpus, docs/benchmarks/judgement.md; the judgement thresholds stay knobs). Per rare topic word a
+# message shares with a group (at most two), and for the same specific value (amount, count,
+# duration, time or date) stated about one thing.
+TOPIC_BONUS = 0.05
+VALUE_BONUS = 0.15
+
+
 def group_episodes(
     candidates: Sequence[Candidate],
     similarity_threshold: float,

@@ -27,10 +27,10 @@ def open_graph(g: GraphSettings, password: str | None, falkordb_dir: Path) -> Gr
         except BaseException:
             executor.close()
             raise
-        return CypherGraphStore(executor, g.batch_size)
+        return CypherGraphStore(executor)
     from taskzilla_sleep.stores.falkordb import open_falkordb
 
-    return open_falkordb(falkordb_dir, g.falkordb_graph, g.connect_timeout_s, g.batch_size)
+    return open_falkordb(falkordb_dir, g.falkordb_graph, g.connect_timeout_s)
 
 
 def open_vectors(v: VectorSettings, embedder: Embedder, embedded_dir: Path, token: str | None = None) -> VectorStore:

@@ -8,12 +8,11 @@ back to its default, which downloads a model.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 import chromadb
 import httpx
@@ -26,7 +25,7 @@ from chromadb.api.types import Embeddable, EmbeddingFunction
 from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, Settings
 from chromadb.errors import NotFoundError
 
-from taskzilla_sleep.core.errors import InputError, StoreError, TaskzillaError
+from taskzilla_sleep.core.errors import StoreError, TaskzillaError
 from taskzilla_sleep.stores import chroma_generations as gens
 from taskzilla_sleep.stores.chroma_http import ServerAddress, connect_server, http_sessions
 from taskzilla_sleep.stores.embeddings import chroma_embedding_function
@@ -40,12 +39,20 @@ from taskzilla_sleep.stores.ports import (
     VectorKind,
     VectorRebuild,
 )
+from taskzilla_sleep.stores.vector_port import (
+    COLLECTION_PREFIX,
+    VECTOR_KINDS,
+    VECTOR_TEAM,
+    check_upsert,
+    collection_name,
+)
 
 log = structlog.get_logger(__name__)
 
-_PREFIX = "tz_"
-_KINDS: tuple[str, ...] = get_args(VectorKind)
-_TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
+_PREFIX = COLLECTION_PREFIX
+_KINDS = VECTOR_KINDS
+_TEAM_RE = VECTOR_TEAM
+_collection_name = collection_name
 # Chroma allows ~5,000 records a call; smaller batches keep HTTP bodies (≈4 KB a vector as
 # JSON) and each call's duration modest, so the per-request timeout stays meaningful.
 _BATCH_CAP = 1000
@@ -142,15 +149,7 @@ class ChromaVectorStore:
         metadatas: Sequence[Mapping[str, MetaValue]],
     ) -> None:
         name = _collection_name(team, kind)
-        if not len(ids) == len(texts) == len(metadatas):
-            raise InputError(
-                f"upsert into {name}: {len(ids)} ids, {len(texts)} texts and {len(metadatas)} "
-                "metadatas; they must be the same length"
-            )
-        if len(set(ids)) != len(ids):
-            # Chroma rejects duplicates only within one call; across our batches the last would
-            # silently win, so refuse up front.
-            raise InputError(f"upsert into {name}: duplicate ids in one call")
+        check_upsert(name, ids, texts, metadatas)
         if not ids:
             return
         with self._errors("upsert", name):
@@ -457,17 +456,6 @@ class ChromaVectorStore:
             if len(page) < _LIST_PAGE:
                 return found
             offset += _LIST_PAGE
-
-
-def _collection_name(team: str, kind: str) -> str:
-    if not _TEAM_RE.fullmatch(team):
-        raise InputError(
-            f"invalid team name {team!r}: 1-48 characters of letters, digits, '_' and '-', "
-            "starting with a letter or digit"
-        )
-    if kind not in _KINDS:
-        raise InputError(f"invalid vector kind {kind!r}: one of {', '.join(_KINDS)}")
-    return f"{_PREFIX}{team}_{kind}"
 
 
 def _owner(name: str) -> tuple[str, str] | None:

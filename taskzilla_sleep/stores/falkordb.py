@@ -26,6 +26,7 @@ from redis.retry import Retry
 
 from taskzilla_sleep.core.errors import StoreError
 from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.cypher.base import WRITE_BATCH
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.falkordb_server import EmbeddedFalkorDB
 from taskzilla_sleep.stores.outage import Outage
@@ -69,7 +70,7 @@ def open_falkordb(
     data_dir: Path,
     graph_name: str = "taskzilla",
     connect_timeout_s: float = 5.0,
-    batch_size: int = 500,
+    batch_size: int = WRITE_BATCH,
 ) -> CypherGraphStore:
     """The graph store on the embedded FalkorDB of ``data_dir``, started (or joined) now."""
     executor = FalkorDBExecutor(data_dir, graph_name, connect_timeout_s)

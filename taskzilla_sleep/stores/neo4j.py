@@ -17,6 +17,7 @@ from neo4j.exceptions import DriverError, IncompleteCommit, Neo4jError, ServiceU
 
 from taskzilla_sleep.core.errors import ConfigError, StoreError
 from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.cypher.base import WRITE_BATCH
 from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.outage import Outage
 from taskzilla_sleep.stores.params import refuse_unstorable
@@ -31,7 +32,7 @@ def open_neo4j(
     auth: tuple[str, str] | None,
     database: str = "neo4j",
     connect_timeout_s: float = 5.0,
-    batch_size: int = 500,
+    batch_size: int = WRITE_BATCH,
 ) -> CypherGraphStore:
     """The graph store on a Neo4j server (no connection is opened until the first query)."""
     return CypherGraphStore(Neo4jExecutor(uri, auth, database, connect_timeout_s), batch_size)

@@ -2,10 +2,44 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, get_args
 
+from taskzilla_sleep.core.errors import InputError
 from taskzilla_sleep.stores.records import MetaValue, VectorBackend, VectorHealth, VectorHit, VectorKind, VectorRebuild
+
+COLLECTION_PREFIX = "tz_"
+VECTOR_KINDS: tuple[str, ...] = get_args(VectorKind)
+VECTOR_TEAM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
+
+
+def collection_name(team: str, kind: str) -> str:
+    """The collection of ``team``'s ``kind`` vectors; InputError for a team or kind no backend takes
+    (every backend, the in-memory fake too, refuses the same ones)."""
+    if not VECTOR_TEAM.fullmatch(team):
+        raise InputError(
+            f"invalid team name {team!r}: 1-48 characters of letters, digits, '_' and '-', "
+            "starting with a letter or digit"
+        )
+    if kind not in VECTOR_KINDS:
+        raise InputError(f"invalid vector kind {kind!r}: one of {', '.join(VECTOR_KINDS)}")
+    return f"{COLLECTION_PREFIX}{team}_{kind}"
+
+
+def check_upsert(
+    name: str, ids: Sequence[str], texts: Sequence[str], metadatas: Sequence[Mapping[str, MetaValue]]
+) -> None:
+    """What every backend's upsert refuses before writing anything: lists of different lengths, an id twice."""
+    if not len(ids) == len(texts) == len(metadatas):
+        raise InputError(
+            f"upsert into {name}: {len(ids)} ids, {len(texts)} texts and {len(metadatas)} "
+            "metadatas; they must be the same length"
+        )
+    if len(set(ids)) != len(ids):
+        # Chroma rejects duplicates only within one call; across our batches the last would
+        # silently win, so refuse up front.
+        raise InputError(f"upsert into {name}: duplicate ids in one call")
 
 
 class Embedder(Protocol):

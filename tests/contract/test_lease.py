@@ -1,7 +1,9 @@
-"""The one lease, on both graph backends: exclusive, re-entrant for its holder, expiring for a dead one."""
+"""The one lease, on both graph backends and the in-memory fake: exclusive, re-entrant for its holder,
+expiring for a dead one."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -11,12 +13,16 @@ import pytest
 
 from taskzilla_sleep.runtime.lease import Lease
 from taskzilla_sleep.stores.cypher import CypherGraphStore
+from taskzilla_sleep.stores.memory import MemoryGraphStore
+from taskzilla_sleep.stores.ports import GraphStore
 
 
-@pytest.fixture(params=["falkordb", pytest.param("neo4j", marks=pytest.mark.neo4j)])
-def graph(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CypherGraphStore]:
-    g: CypherGraphStore
-    if request.param == "falkordb":
+@pytest.fixture(params=["memory", "falkordb", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def graph(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore]:
+    g: GraphStore
+    if request.param == "memory":
+        g = MemoryGraphStore()
+    elif request.param == "falkordb":
         from taskzilla_sleep.stores.falkordb import open_falkordb
 
         g = open_falkordb(tmp_path / "f")
@@ -32,7 +38,7 @@ def graph(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CypherGrap
     g.close()
 
 
-def test_exclusive_reentrant_and_released(graph: CypherGraphStore) -> None:
+def test_exclusive_reentrant_and_released(graph: GraphStore) -> None:
     a, b = Lease(graph, "x", 60, me="a"), Lease(graph, "x", 60, me="b")
     assert a.try_acquire() and a.try_acquire()  # the holder renews
     assert not b.try_acquire()
@@ -42,7 +48,7 @@ def test_exclusive_reentrant_and_released(graph: CypherGraphStore) -> None:
     assert not a.try_acquire()
 
 
-def test_a_dead_holders_lease_expires(graph: CypherGraphStore) -> None:
+def test_a_dead_holders_lease_expires(graph: GraphStore) -> None:
     dead, alive = Lease(graph, "x", 1, me="dead"), Lease(graph, "x", 60, me="alive")
     assert dead.try_acquire()
     assert not alive.try_acquire()
@@ -50,7 +56,7 @@ def test_a_dead_holders_lease_expires(graph: CypherGraphStore) -> None:
     assert alive.try_acquire()
 
 
-def test_keep_alive_renews_past_the_ttl(graph: CypherGraphStore) -> None:
+def test_keep_alive_renews_past_the_ttl(graph: GraphStore) -> None:
     a, b = Lease(graph, "x", 1.5, me="a"), Lease(graph, "x", 60, me="b")
     assert a.try_acquire()
     a.keep_alive()
@@ -61,7 +67,7 @@ def test_keep_alive_renews_past_the_ttl(graph: CypherGraphStore) -> None:
 
 
 @pytest.mark.parametrize("name", ["fresh-1", "fresh-2", "fresh-3"])
-def test_many_contenders_one_winner(graph: CypherGraphStore, name: str) -> None:
+def test_many_contenders_one_winner(graph: GraphStore, name: str) -> None:
     leases = [Lease(graph, name, 60, me=f"w{i}") for i in range(8)]
     for _round in range(4):  # the first round also races on creating the lease node
         wins: list[str] = []
@@ -82,7 +88,7 @@ def test_many_contenders_one_winner(graph: CypherGraphStore, name: str) -> None:
         next(x for x in leases if x.me == wins[0]).release()
 
 
-def test_a_lease_of_a_gone_process_on_this_machine_is_taken_at_once(graph: CypherGraphStore) -> None:
+def test_a_lease_of_a_gone_process_on_this_machine_is_taken_at_once(graph: GraphStore) -> None:
     import subprocess
 
     gone = subprocess.Popen(["true"])
@@ -93,6 +99,11 @@ def test_a_lease_of_a_gone_process_on_this_machine_is_taken_at_once(graph: Cyphe
 
         def holder_is(pid: int, host: str | None = None) -> None:
             assert held.try_acquire()
+            if isinstance(graph, MemoryGraphStore):
+                state = graph.leases["x"]
+                graph.leases["x"] = dataclasses.replace(state, pid=pid, host=host or state.host)
+                return
+            assert isinstance(graph, CypherGraphStore)
             graph.executor.write(
                 "MATCH (l:Lease {name: 'x'}) SET l.pid = $pid, l.host = coalesce($host, l.host)",
                 {"pid": pid, "host": host},

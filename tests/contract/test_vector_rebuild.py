@@ -1,6 +1,7 @@
 """Rebuilding a collection from its live vectors (issue 15, part 3), on embedded Chroma and on a real
 Chroma server: the contract, a reader that follows the switch, the leftovers, and SIGKILL at each
-phase of a rebuild followed by a rerun, which must end where an uninterrupted rebuild ends."""
+phase of a rebuild followed by a rerun, which must end where an uninterrupted rebuild ends. The
+contract and the reader also run on the in-memory fake (its rebuild is one step: no leftovers)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from taskzilla_sleep.memory.reconcile import reconcile
 from taskzilla_sleep.memory.vector_upkeep import rebuild_heavy
 from taskzilla_sleep.stores import chroma_generations as gens
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
-from taskzilla_sleep.stores.memory import MemoryGraphStore
-from taskzilla_sleep.stores.ports import Embedder
+from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
+from taskzilla_sleep.stores.ports import Embedder, VectorStore
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [
@@ -35,11 +36,17 @@ TEXTS = [
 ]
 
 Opener = Callable[[], ChromaVectorStore]
+AnyOpener = Callable[[], VectorStore]
+CHROMA = ["chroma-embedded", pytest.param("chroma-server", marks=pytest.mark.chroma_server)]
+EVERY_BACKEND = pytest.mark.parametrize("where", ["memory", *CHROMA], indirect=True)
 
 
-@pytest.fixture(params=["chroma-embedded", pytest.param("chroma-server", marks=pytest.mark.chroma_server)])
+@pytest.fixture(params=CHROMA)
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """``--dir PATH`` or ``--server HOST:PORT`` (the driver's flag); the server is emptied first."""
+    """``--dir PATH`` or ``--server HOST:PORT`` (the driver's flag); the server is emptied first.
+    ``memory``: the in-memory fake (the tests marked EVERY_BACKEND only)."""
+    if request.param == "memory":
+        return "memory"
     if request.param == "chroma-embedded":
         return f"--dir={tmp_path / 'chroma'}"
     host, port = request.getfixturevalue("chroma_address")
@@ -47,12 +54,17 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def open_store(where: str, offline_embedder: Embedder) -> Iterator[Opener]:
-    opened: list[ChromaVectorStore] = []
+def open_store(where: str, offline_embedder: Embedder) -> Iterator[AnyOpener]:
+    """Opens a new store on the same data each call (a ChromaVectorStore unless ``where`` is memory)."""
+    opened: list[VectorStore] = []
+    fake = MemoryVectorStore(offline_embedder)  # where == "memory": every store opened shares its data
 
-    def open_one() -> ChromaVectorStore:
+    def open_one() -> VectorStore:
         flag, _, value = where.partition("=")
-        if flag == "--dir":
+        store: VectorStore
+        if flag == "memory":
+            store = MemoryVectorStore(offline_embedder, sharing=fake)
+        elif flag == "--dir":
             store = ChromaVectorStore.embedded(Path(value), offline_embedder)
         else:
             host, port = value.rsplit(":", 1)
@@ -67,14 +79,15 @@ def open_store(where: str, offline_embedder: Embedder) -> Iterator[Opener]:
         store.close()
 
 
-def _seed(store: ChromaVectorStore) -> list[str]:
+def _seed(store: VectorStore) -> list[str]:
     ids = [f"e{i}" for i in range(len(TEXTS))]
     store.upsert("alpha", "episodes", ids, TEXTS, [{"i": i, "team": "alpha"} for i in range(len(TEXTS))])
     store.upsert("alpha", "patterns", ["p1"], [TEXTS[1]], [{"kind": "pattern"}])
     return ids
 
 
-def test_rebuild_keeps_every_live_vector_and_drops_the_dead_slots(open_store: Opener) -> None:
+@EVERY_BACKEND
+def test_rebuild_keeps_every_live_vector_and_drops_the_dead_slots(open_store: AnyOpener) -> None:
     store = open_store()
     ids = _seed(store)
     store.delete("alpha", "episodes", [*ids[:5], "never-there"])
@@ -106,7 +119,8 @@ def test_rebuild_keeps_every_live_vector_and_drops_the_dead_slots(open_store: Op
     assert store.teams() == [] and store.health("alpha", "episodes").generation == 0
 
 
-def test_a_reader_opened_before_the_rebuild_follows_the_switch(open_store: Opener) -> None:
+@EVERY_BACKEND
+def test_a_reader_opened_before_the_rebuild_follows_the_switch(open_store: AnyOpener) -> None:
     reader, night = open_store(), open_store()
     ids = _seed(night)
     night.delete("alpha", "episodes", ids[:6])

@@ -1,11 +1,12 @@
-"""One contract for every VectorStore backend: the same assertions on embedded Chroma and on a
-real Chroma server (``chroma run``), both with the real offline MiniLM embedder."""
+"""One contract for every VectorStore backend: the same assertions on embedded Chroma, on a real
+Chroma server (``chroma run``) and on the in-memory fake the unit tests use, all with the real
+offline MiniLM embedder."""
 
 from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -15,13 +16,14 @@ import pytest
 from taskzilla_sleep.core.errors import InputError, StoreError
 from taskzilla_sleep.stores.chroma import ChromaVectorStore
 from taskzilla_sleep.stores.embeddings import OfflineMiniLM
+from taskzilla_sleep.stores.memory import MemoryVectorStore
 from taskzilla_sleep.stores.ports import Embedder, MetaValue, VectorStore
 from tests import chroma_service
 from tests.conftest import service_unavailable
 
 
 class StoreFactory(Protocol):
-    def __call__(self, using: Embedder | None = None) -> ChromaVectorStore: ...
+    def __call__(self, using: Embedder | None = None) -> VectorStore: ...
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +45,29 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
 
 
 @pytest.fixture(
-    params=["chroma-embedded", pytest.param("chroma-server", marks=pytest.mark.chroma_server)],
+    params=["memory", "chroma-embedded", pytest.param("chroma-server", marks=pytest.mark.chroma_server)],
 )
 def open_store(request: pytest.FixtureRequest, tmp_path: Path, embedder: OfflineMiniLM) -> Iterator[StoreFactory]:
     """Opens a new store (a new client) on the same data each time it's called."""
-    opened: list[ChromaVectorStore] = []
+    opened: list[VectorStore] = []
+    connect: Callable[[Embedder], VectorStore]
 
-    if request.param == "chroma-embedded":
+    if request.param == "memory":
+        data = MemoryVectorStore(embedder)  # the fake's "server": every store opened shares its data
 
-        def connect(using: Embedder) -> ChromaVectorStore:
+        def connect(using: Embedder) -> VectorStore:
+            return MemoryVectorStore(using, sharing=data)
+    elif request.param == "chroma-embedded":
+
+        def connect(using: Embedder) -> VectorStore:
             return ChromaVectorStore.embedded(tmp_path / "chroma", using)
     else:
         host, port = request.getfixturevalue("chroma_server")
 
-        def connect(using: Embedder) -> ChromaVectorStore:
+        def connect(using: Embedder) -> VectorStore:
             return ChromaVectorStore.server(host, port, using, timeout_s=5.0)
 
-    def open_one(using: Embedder | None = None) -> ChromaVectorStore:
+    def open_one(using: Embedder | None = None) -> VectorStore:
         store = connect(using or embedder)
         opened.append(store)
         return store
@@ -130,6 +138,7 @@ def test_a_query_without_payload_gives_ids_and_similarities_only(vector_store: V
 def test_empty_upsert_is_a_no_op_and_mismatched_lengths_are_refused(vector_store: VectorStore) -> None:
     vector_store.upsert("alpha", "episodes", [], [], [])
     assert vector_store.count("alpha", "episodes") == 0
+    assert vector_store.teams() == []  # nothing written, no collection made
 
     with pytest.raises(InputError):
         vector_store.upsert("alpha", "episodes", ["a", "b"], [CAT], [{}, {}])

@@ -81,7 +81,8 @@ def test_a_newer_edit_replaces_text_and_vector_an_older_one_is_a_no_op() -> None
     (got,) = g.get_episodes(["slack-1"])
     assert (got.text, got.edited_at) == ("standup at 10", datetime.fromisoformat(at(5)))
     after = v.embeddings("platform", "episodes", ["slack-1"])["slack-1"]
-    assert after != before and after == v._embedder.embed(["standup at 10"])[0]
+    # The store keeps float32 values, as Chroma does.
+    assert after != before and after == pytest.approx(v._embedder.embed(["standup at 10"])[0], abs=1e-7)
     assert not g.stored_episodes(["slack-1"])["slack-1"].edit_pending
 
     # As old or older, the original itself included: nothing changes, nothing fails.
@@ -161,7 +162,8 @@ def test_an_edit_leaves_the_belief_it_fed_and_its_message_comes_back_into_recall
     assert after.confidence < belief.confidence
     cards = g.episode_cards(["slack-2"], drafts=False)
     assert cards["slack-2"].absorbed_by is None  # no belief hides it from recall any more
-    assert v.embeddings("platform", "episodes", ["slack-2"])["slack-2"] == v._embedder.embed([edited.text])[0]
+    stored = v.embeddings("platform", "episodes", ["slack-2"])["slack-2"]
+    assert stored == pytest.approx(v._embedder.embed([edited.text])[0], abs=1e-7)  # float32, as Chroma keeps it
 
 
 def test_an_edit_of_a_forgotten_message_never_brings_its_text_back() -> None:

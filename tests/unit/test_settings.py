@@ -8,7 +8,7 @@ import yaml
 from pydantic import BaseModel
 
 from taskzilla_sleep.core.errors import ConfigError
-from taskzilla_sleep.core.settings import Secrets, Settings, load_settings, packaged_default_yaml
+from taskzilla_sleep.core.settings import REMOVED, Secrets, Settings, load_settings, packaged_default_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -241,3 +241,44 @@ def test_a_credential_in_vector_headers_is_refused() -> None:
         "acme",
         "default_database",
     )
+
+
+@pytest.mark.parametrize(
+    ("how", "origin"),
+    [("yaml", "{path}:3"), ("env", "TASKZILLA__GRAPH__BATCH_SIZE"), ("set", "command line")],
+)
+def test_a_dropped_knob_is_refused_naming_it_and_its_fixed_value(tmp_path: Path, how: str, origin: str) -> None:
+    path = tmp_path / "taskzilla.yaml"
+    path.write_text("graph:\n  backend: falkordb\n  batch_size: 200\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        if how == "yaml":
+            load_settings(config_file=path, env={})
+        elif how == "env":
+            load_settings(env={"TASKZILLA__GRAPH__BATCH_SIZE": "200"})
+        else:
+            load_settings(env={}, overrides={"graph.batch_size": 200})
+    assert str(info.value) == (
+        f"config error: `graph.batch_size` (from {origin.format(path=path)}) is no longer a setting: "
+        f"{REMOVED['graph.batch_size']}; remove it from there"
+    )
+
+
+def test_every_dropped_knob_is_gone_from_the_model_and_names_the_constant_it_became() -> None:
+    from taskzilla_sleep.rules.policies import TOPIC_BONUS, VALUE_BONUS
+    from taskzilla_sleep.stores.cypher.base import WRITE_BATCH
+
+    constants = {
+        "graph.batch_size": WRITE_BATCH,
+        "distill.topic_bonus": TOPIC_BONUS,
+        "distill.value_bonus": VALUE_BONUS,
+    }
+    assert set(REMOVED) == set(constants)
+    defaults = yaml.safe_load(packaged_default_yaml())
+    for key, value in constants.items():
+        section, name = key.split(".")
+        model = Settings.model_fields[section].annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel) and name not in model.model_fields
+        assert name not in defaults[section]
+        assert f"fixed at {value}" in REMOVED[key]
+        with pytest.raises(ConfigError, match=f"`{key}` .* is no longer a setting"):
+            load_settings(env={}, overrides={key: value})

@@ -50,6 +50,7 @@ from taskzilla_sleep.core.settings.sections import (
 __all__ = [
     "ENV_PREFIX",
     "NEO4J_SCHEMES",
+    "REMOVED",
     "AlertChannel",
     "AlertSettings",
     "ApiSettings",
@@ -263,6 +264,10 @@ def load_settings(
         # An unknown key: its value does not matter (and may be a secret put in the wrong place).
         if config_file is not None and origin == str(config_file) and (line := _yaml_line(config_file, err["loc"])):
             origin = f"{config_file}:{line}"
+        if key in REMOVED:
+            raise ConfigError(
+                f"config error: `{key}` (from {origin}) is no longer a setting: {REMOVED[key]}; remove it from there"
+            )
         raise ConfigError(f"config error: unknown setting `{key}` (from {origin}){_did_you_mean(err['loc'], origin)}")
     shown = mask_userinfo(value)
     if key.startswith(HIDDEN_VALUES) and isinstance(value, dict):
@@ -276,6 +281,15 @@ def load_settings(
 
 
 HIDDEN_VALUES = ("vector.headers",)  # settings whose values an error shows as *** (headers may carry a token)
+
+# Knobs that were dropped (internal constants no operator should turn) -> what they are now. A file,
+# env var or flag still setting one is refused (exit 2) with this instead of "unknown setting" and a
+# guess at a near key: the operator learns the value is fixed and what it is.
+REMOVED = {
+    "graph.batch_size": "the rows per graph write are fixed at 500",
+    "distill.topic_bonus": "the grouping's topic-word bonus is fixed at 0.05 (docs/concepts/judgement.md)",
+    "distill.value_bonus": "the grouping's same-value bonus is fixed at 0.15 (docs/concepts/judgement.md)",
+}
 
 
 def _known_keys(loc: Sequence[Any]) -> list[str]:

@@ -49,7 +49,6 @@ class GraphSettings(_Section):
     neo4j_database: str = "neo4j"
     falkordb_graph: str = "taskzilla"
     connect_timeout_s: float = Field(default=5.0, gt=0, le=120)
-    batch_size: int = Field(default=500, ge=1, le=10_000)
 
     @field_validator("neo4j_uri")
     @classmethod
@@ -195,8 +194,6 @@ class DistillSettings(_Section):
     min_episodes: int = Field(default=3, ge=2)
     confidence_floor: float = Field(default=0.80, ge=0, le=1)
     similarity_threshold: float = Field(default=0.55, ge=-1, le=1)
-    topic_bonus: float = Field(default=0.05, ge=0, le=1)  # per rare topic word shared with a group (at most two)
-    value_bonus: float = Field(default=0.15, ge=0, le=1)  # a group stating the same amount, count, time or date
     match_threshold: float = Field(default=0.85, ge=-1, le=1)
     window_days: float = Field(default=7, gt=0)
     max_attempts: int = Field(default=3, ge=1)  # nights a group without a usable answer is asked

@@ -9,6 +9,7 @@ combines them over one :class:`~taskzilla_sleep.stores.executor.QueryExecutor`. 
 from __future__ import annotations
 
 from taskzilla_sleep.stores.cypher.admin import CypherAdmin
+from taskzilla_sleep.stores.cypher.base import WRITE_BATCH
 from taskzilla_sleep.stores.cypher.contradictions import CypherContradictions
 from taskzilla_sleep.stores.cypher.episodes import CypherEpisodes
 from taskzilla_sleep.stores.cypher.lease import CypherLease
@@ -32,7 +33,7 @@ class CypherGraphStore(
 ):
     """Implements ``ports.GraphStore`` (the archive through ``CypherAdmin``, which wipes it with a team)."""
 
-    def __init__(self, executor: QueryExecutor, batch_size: int = 500) -> None:
+    def __init__(self, executor: QueryExecutor, batch_size: int = WRITE_BATCH) -> None:
         super().__init__(executor, batch_size)
         self.backend: GraphBackend = executor.backend
 

@@ -12,6 +12,8 @@ from taskzilla_sleep.stores.ports import Poisoned, PoisonKind
 
 T = TypeVar("T")
 QUARANTINED = "quarantined"
+# Rows per UNWIND write (not a setting: no operator sizes it; tests pass a small one to cover the loops).
+WRITE_BATCH = 500
 
 
 class PoisonLog:
@@ -39,7 +41,7 @@ def chunks(seq: Sequence[T], size: int) -> Iterator[list[T]]:
 class CypherBase:
     """The state the aggregates share; ``CypherGraphStore`` combines them."""
 
-    def __init__(self, executor: QueryExecutor, batch_size: int = 500) -> None:
+    def __init__(self, executor: QueryExecutor, batch_size: int = WRITE_BATCH) -> None:
         self._ex = executor
         self._batch = batch_size
         self._poison = PoisonLog()
