@@ -338,6 +338,7 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             include_drafts=args.include_drafts,
             include_superseded=args.include_superseded,
             min_similarity=settings.recall.min_similarity,
+            pool=s.recall_pool,
         )
         if not items:  # a team that has no data at all is a typo, not "nothing known"
             for team in args.team or ():
