@@ -22,8 +22,8 @@ from taskzilla_sleep.core.errors import BadRequest, NotFound, UnknownTeam
 from taskzilla_sleep.core.instruments import Instruments
 from taskzilla_sleep.core.models import Contradiction, EpisodeIn, Pattern, PatternStatus, Time
 from taskzilla_sleep.core.settings import Settings
+from taskzilla_sleep.memory import contradictions
 from taskzilla_sleep.memory import facts as fact_book
-from taskzilla_sleep.memory import resolving
 from taskzilla_sleep.memory.admin import (
     ForgetReport,
     PatternDetail,
@@ -300,7 +300,7 @@ class MemoryService:
     def resolve(self, access: Access, cid: str, keep: Keep, note: str | None) -> Contradiction:
         c = self._visible_contradiction(access, cid)
         access.require("write", c.team)
-        done = resolving.resolve(
+        done = contradictions.resolve(
             self.graph,
             self.vectors,
             cid,
