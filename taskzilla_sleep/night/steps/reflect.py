@@ -46,13 +46,13 @@ from taskzilla_sleep.core.models import (
 )
 from taskzilla_sleep.core.settings import ReflectSettings, Settings
 from taskzilla_sleep.core.text import one_line
-from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict
+from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict, shown_reason
 from taskzilla_sleep.memory.meta_keys import REFLECT_DEFERRED as DEFERRED
 from taskzilla_sleep.memory.meta_keys import REFLECT_WATERMARK as WATERMARK
 from taskzilla_sleep.night import budget
 from taskzilla_sleep.night.budget import Deferral, Estimate, Reason
 from taskzilla_sleep.night.steps.base import NoUsableAnswers, PlanBase, StepContext, Vector
-from taskzilla_sleep.rules.beliefs import injection, slots
+from taskzilla_sleep.rules.beliefs import slots
 from taskzilla_sleep.rules.policies import (
     Ledger,
     Span,
@@ -422,7 +422,7 @@ def _judge(
             new_pattern_id=new.id,
             kind=kind,
             opened_at=now,
-            reason=_reason(verdict.reason),
+            reason=shown_reason(verdict.reason),  # shown to people in alerts, whatever the provider
             prompt_id=plan.prompt_id,
         )
         plan.contradictions.append((c, old, new))
@@ -454,12 +454,6 @@ def after_counter(old: Pattern, new: Pattern) -> float:
         llm_confidence=old.llm_confidence,
     )
     return ledger_confidence(ledger)
-
-
-def _reason(text: str) -> str:
-    """A model's reason is shown to people in alerts: never one that reads as an order or holds a secret."""
-    reason = one_line(text, 300)
-    return reason if injection(reason) is None else "(the model's reason was withheld: it read as an instruction)"
 
 
 # -- write ----------------------------------------------------------------------------------------
