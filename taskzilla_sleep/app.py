@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from taskzilla_sleep.core.instruments import Instruments
 from taskzilla_sleep.core.settings import Secrets, Settings
 from taskzilla_sleep.llm.base import LLMProvider
 from taskzilla_sleep.memory.ingest import Ingestor, Limits, WriteDiscipline
+from taskzilla_sleep.memory.recall.query import query_pool
 from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.service import audit_trail as audit
 from taskzilla_sleep.stores.ports import Embedder, GraphStore, VectorStore
@@ -35,6 +37,9 @@ class Services:
     instruments: Instruments = field(default_factory=Instruments, repr=False)
     # Where this process puts decisions on record (installed by build, for the data folder it opened).
     audit_log: audit.AuditLog | None = field(default=None, repr=False)
+    # The episode queries of this process's recalls (the API's threads share it): no thread until the
+    # first recall, stopped by close.
+    recall_pool: ThreadPoolExecutor = field(default_factory=query_pool, repr=False)
 
     @property
     def llm(self) -> LLMProvider:
@@ -61,6 +66,7 @@ class Services:
         if self._closed:
             return
         self._closed = True
+        self.recall_pool.shutdown(wait=True, cancel_futures=True)  # before the stores its queries read
         if self.audit_log is not None:
             audit.uninstall(self.audit_log)
         for closer in (self.vectors.close, self.graph.close):

@@ -2,7 +2,8 @@
 
 ``--baseline DIR`` runs today's bench over an older package: where the interface the bench uses
 changed (``run_night`` took keyword arguments before it took a request; the graph's raw reads were
-``query()`` before the executor), these helpers call whichever the imported package has.
+``query()`` before the executor; recall ran its episode queries on a module's pool before the
+Services owned one), these helpers call whichever the imported package has.
 """
 
 from __future__ import annotations
@@ -52,3 +53,12 @@ def read(graph: Any, query: str, params: dict[str, Any] | None = None) -> list[d
     executor = getattr(graph, "executor", None)
     rows: list[dict[str, Any]] = executor.read(query, params) if executor is not None else graph.query(query, params)
     return rows
+
+
+def recall(services: Any, query: str, now: datetime, team: str) -> Any:
+    """A team's recall as the API asks it: on the Services' episode-query pool where the package has one."""
+    from taskzilla_sleep.memory.recall import recall as ask
+
+    pool = getattr(services, "recall_pool", None)
+    extra = {} if pool is None else {"pool": pool}
+    return ask(services.graph, services.vectors, query, now, teams=[team], **extra)

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ops.bench import compat
+
 COUNTED = (
     "pattern_cards",
     "patterns_by_id",
@@ -56,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _count_and_time(settings: Any, questions: list[str], rounds: int) -> None:
     from taskzilla_sleep.app import build
-    from taskzilla_sleep.memory.recall import recall
     from taskzilla_sleep.memory.recall.select import same_text
 
     now = datetime.now(UTC)
@@ -88,7 +89,7 @@ def _count_and_time(settings: Any, questions: list[str], rounds: int) -> None:
         for team in s.graph.teams():
             calls.clear()
             for q in questions:
-                recall(s.graph, s.vectors, q, now, teams=[team])
+                compat.recall(s, q, now, team)
             per = {k: round(v / len(questions), 2) for k, v in sorted(calls.items())}
             graph = round(sum(v for k, v in per.items() if not k.startswith(("chroma", " "))), 2)
             print(f"{team}: {len(questions)} recalls; per recall: graph calls {graph}; {per}")
@@ -96,21 +97,21 @@ def _count_and_time(settings: Any, questions: list[str], rounds: int) -> None:
             for name, f in originals.items():
                 setattr(s.graph, name, f)
             s.vectors.query = query  # type: ignore[method-assign]
-            _timed(s, questions, now, rounds, recall)
+            _timed(s, questions, now, rounds)
 
 
-def _timed(s: Any, questions: list[str], now: datetime, rounds: int, recall: Any) -> None:
+def _timed(s: Any, questions: list[str], now: datetime, rounds: int) -> None:
     teams = s.graph.teams()
     ms: dict[str, list[float]] = {t: [] for t in teams}
     for q in questions:  # warm up
         for team in teams:
-            recall(s.graph, s.vectors, q, now, teams=[team])
+            compat.recall(s, q, now, team)
     for r in range(rounds):
         order = teams if r % 2 == 0 else teams[::-1]
         for q in questions:
             for team in order:
                 t0 = time.perf_counter()
-                recall(s.graph, s.vectors, q, now, teams=[team])
+                compat.recall(s, q, now, team)
                 ms[team].append((time.perf_counter() - t0) * 1000)
     p95 = {t: statistics.quantiles(v, n=20)[-1] for t, v in ms.items()}
     for t, v in ms.items():

@@ -638,15 +638,13 @@ class _Bench:
         return {"graph_s": round(graph_s, 2), "vectors_s": round(vectors_s, 2)}
 
     def _recall_latency(self, d: int) -> dict[str, Any]:
-        from taskzilla_sleep.memory.recall import recall
-
         now = night_of(self.cfg.start + timedelta(days=d)) + timedelta(hours=7)
         qs = self.data.queries
         # The bot asks hours after the night: let the stores' background work after a night's writes
         # (Chroma's compaction, the AOF rewrite) settle, then warm up (the first query loads an index).
         time.sleep(SETTLE_S)
         for i in range(self.cfg.recall_queries):  # one unmeasured round (a JVM server also JIT-compiles)
-            recall(self.s.graph, self.s.vectors, qs[i % len(qs)], now, teams=[self.team])
+            compat.recall(self.s, qs[i % len(qs)], now, self.team)
         p50s, p95s, all_ms = [], [], []
         profile = self._profiler()
         for _ in range(self.cfg.recall_rounds):
@@ -654,7 +652,7 @@ class _Bench:
             for i in range(self.cfg.recall_queries):
                 q = qs[i % len(qs)]
                 t0 = time.perf_counter()
-                recall(self.s.graph, self.s.vectors, q, now, teams=[self.team])
+                compat.recall(self.s, q, now, self.team)
                 times.append((time.perf_counter() - t0) * 1000)
             p50s.append(_pct(times, 50))
             p95s.append(_pct(times, 95))
@@ -678,7 +676,6 @@ class _Bench:
         in alternating order: the ratio of their p95s compares the stores' ages, not the machine's
         moments. Done last, so the twin changes no other figure of the run."""
         from ops.bench.compat import run_night
-        from taskzilla_sleep.memory.recall import recall
 
         twin = f"{self.team}-day1"[:48]
         eps = [{**e, "team": twin} | ({"id": f"{e['id']}-day1"} if "id" in e else {}) for e in self.data.days[0]]
@@ -704,7 +701,7 @@ class _Bench:
         time.sleep(SETTLE_S)
         for team, now, _ in sides.values():  # warm up both
             for i in range(self.cfg.recall_queries):
-                recall(self.s.graph, self.s.vectors, qs[i % len(qs)], now, teams=[team])
+                compat.recall(self.s, qs[i % len(qs)], now, team)
         times: dict[str, list[float]] = {k: v[2] for k, v in sides.items()}
         for r in range(self.cfg.recall_rounds * 2):
             order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
@@ -712,7 +709,7 @@ class _Bench:
                 q = qs[i % len(qs)]
                 for _key, (team, now, acc) in order:
                     t0 = time.perf_counter()
-                    recall(self.s.graph, self.s.vectors, q, now, teams=[team])
+                    compat.recall(self.s, q, now, team)
                     acc.append((time.perf_counter() - t0) * 1000)
         now_p95, day1_p95 = _pct(times["now"], 95), _pct(times["day1"], 95)
         return {

@@ -338,6 +338,7 @@ def cmd_recall(args: argparse.Namespace, settings: Settings, secrets: Secrets) -
             include_drafts=args.include_drafts,
             include_superseded=args.include_superseded,
             min_similarity=settings.recall.min_similarity,
+            pool=s.recall_pool,
         )
         if not items:  # a team that has no data at all is a typo, not "nothing known"
             for team in args.team or ():
@@ -388,13 +389,13 @@ def cmd_facts(args: argparse.Namespace, settings: Settings, secrets: Secrets) ->
 def cmd_contradictions(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> int:
     from taskzilla_sleep.app import build
     from taskzilla_sleep.interfaces.cli_memory import operator
-    from taskzilla_sleep.memory import contradictions, resolving
+    from taskzilla_sleep.memory import contradictions
     from taskzilla_sleep.service.memory_service import ContradictionView, audit
 
     with build(settings, secrets) as s:
         if args.con_command == "resolve":
             same = contradictions.resolved_the_same_way(s.graph.get_contradiction(args.id), args.keep, args.note)
-            c = resolving.resolve(  # also answers the chat alerts about it
+            c = contradictions.resolve(  # also answers the chat alerts about it
                 s.graph,
                 s.vectors,
                 args.id,

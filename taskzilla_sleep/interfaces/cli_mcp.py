@@ -107,6 +107,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, secrets: Secrets) -> i
                 services.ingestor(clock=clock.now),
                 clock.now,
                 exclusive=lambda: exclusive(services.graph, settings.worker.lease_ttl_s, "mcp", FORGET_WAIT_S),
+                recall_pool=services.recall_pool,
             )
             server = build_server(service, access)
             if access is not None:  # stdout is the protocol's: nothing else may be printed there

@@ -21,6 +21,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from taskzilla_sleep.core.models import Evidence, PatternKind
+from taskzilla_sleep.core.text import one_line
+from taskzilla_sleep.rules.beliefs import injection
 
 # ``supersedes``: the team changed its practice and NEW replaces OLD from NEW's first date;
 # ``contradicts``: both are meant to hold now and people disagree.
@@ -126,6 +128,19 @@ class Verdict(BaseModel):
 
     relation: Relation
     reason: str = ""
+
+
+MAX_REASON_CHARS = 300
+REASON_WITHHELD = "(the model's reason was withheld: it read as an instruction)"
+
+
+def shown_reason(text: str) -> str:
+    """A model's reason as people see it (a contradiction's alert, the console): one line of at most
+    ``MAX_REASON_CHARS``, withheld when it reads as an order or holds a secret (the injection lint).
+    The litellm client cleans a verdict's reason as it reads the answer; reflect again, whatever the
+    provider."""
+    reason = one_line(text, MAX_REASON_CHARS)
+    return reason if injection(reason) is None else REASON_WITHHELD
 
 
 @dataclass(frozen=True)

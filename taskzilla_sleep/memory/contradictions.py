@@ -1,4 +1,5 @@
-"""The human loop: only a person's resolution supersedes a belief.
+"""The human loop: only a person's resolution supersedes a belief. ``resolve`` is the one way a
+contradiction gets resolved, whoever asks (API, MCP, command line, console, chat).
 
 keep new -> the old belief is superseded: archived with who, when and why, a SUPERSEDES link from
 the winner, its vector removed. keep old -> the new one is archived the same way. keep both ->
@@ -6,27 +7,43 @@ both go back to active (or tentative, by their confidence) and the note is kept.
 never superseded. Resolving a closed contradiction again the same way (the same keep, and the same
 note or none) changes nothing and returns the recorded resolution, so a retried request is harmless;
 another decision is refused (Conflict).
+
+The decision's writes are archived as a change of their own (an undo of the night that opened the
+contradiction names it as built on that night). Then every chat alert already delivered about it is
+answered through the outbox ("resolved by … : kept new"): durable, retried per channel, at least
+once. The answer is keyed by the contradiction and the channel, so repeating the same resolution (a
+retried request, a second click) queues nothing new, and a repeat after a crash between the two
+writes queues the answer the crash lost.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
-from taskzilla_sleep.core.errors import Conflict, InputError
+import structlog
+
+from taskzilla_sleep.alerts.outbox import Outbox
+from taskzilla_sleep.core.errors import Conflict, InputError, StoreError
 from taskzilla_sleep.core.models import (
     Contradiction,
     ContradictionKind,
     ContradictionStatus,
     Pattern,
     PatternStatus,
+    to_ms,
     unstorable,
 )
+from taskzilla_sleep.memory.archive.recording import recorded
 from taskzilla_sleep.rules.policies import status_for
 from taskzilla_sleep.rules.resolution import KEEP_CHOICES as KEEP_CHOICES
 from taskzilla_sleep.rules.resolution import Keep as Keep
 from taskzilla_sleep.rules.resolution import resolve_command
-from taskzilla_sleep.stores.ports import GraphStore, PatternUpdate, VectorStore
+from taskzilla_sleep.stores.ports import ChangeRecord, GraphStore, PatternUpdate, VectorStore
+
+log = structlog.get_logger(__name__)
 
 
 def describe(c: Contradiction, beliefs: Mapping[str, Pattern]) -> list[str]:
@@ -58,6 +75,38 @@ def resolve(
     now: datetime,
     floor: float,
 ) -> Contradiction:
+    """Apply a person's decision on ``cid`` (``keep``, ``by``, ``note``; ``floor``: the confidence a
+    surviving contested belief needs to be active), archived as a change of its own, and queue the
+    answers to its delivered chat alerts."""
+    change = ChangeRecord(
+        id="res_" + hashlib.sha256(f"{cid}|{to_ms(now)}".encode()).hexdigest()[:16],
+        kind="resolve",
+        at=now,
+        recorded_at=datetime.now(UTC),
+        seq=time.time_ns(),
+        by=by.strip() or "unknown",
+    )
+    team = graph.get_contradiction(cid).team
+    done = _apply(recorded(graph, change, team), vectors, cid, keep, by, note, now, floor)
+    try:
+        Outbox(graph).answer_resolution(done, now)
+    except StoreError as exc:
+        # The decision stands; only the chat answer is missing (repeating the resolve queues it).
+        log.error("resolution_answer_not_queued", contradiction_id=cid, error=str(exc)[:200])
+    return done
+
+
+def _apply(
+    graph: GraphStore,
+    vectors: VectorStore,
+    cid: str,
+    keep: Keep,
+    by: str,
+    note: str | None,
+    now: datetime,
+    floor: float,
+) -> Contradiction:
+    """The decision's writes (``graph``: recorded into the resolution's change), after its checks."""
     if not by.strip():
         raise InputError("resolve: --by NAME is required (who decided)")
     for what, value in (("--by", by), ("--note", note or "")):

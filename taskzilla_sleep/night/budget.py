@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from taskzilla_sleep.core.models import Run
 from taskzilla_sleep.core.settings import NightBudget
@@ -254,6 +255,51 @@ class Gate:
                 if calls == 0:
                     calls, tokens = est
                 self.tally.add(self.run_id, team, calls - est[0], tokens - est[1])
+
+
+R = TypeVar("R")
+A = TypeVar("A")
+
+
+def ask_in_rounds(
+    gate: Gate | None,
+    team: str,
+    requests: Sequence[R],
+    ask: Callable[[list[R]], Sequence[A]],
+    *,
+    batches: Sequence[Sequence[int]],
+    cost: Callable[[list[R]], Estimate],
+    width: int,
+    free: Sequence[int] = (),
+) -> tuple[dict[int, A], Reason | None]:
+    """The answers by index into ``requests``, and why the rest were not asked (None: all were).
+
+    ``ask`` answers a list of requests in order (the provider's ``distill_many`` / ``classify_many``).
+    Without a gate that can stop anything (no budget, no deadline), every request in one go, in their
+    order. Otherwise ``batches`` (indexes into ``requests``, one list per call, in asking order) go
+    a round of at most ``width`` calls at a time, each round let through by the gate and charged what
+    it took: the first batch the gate holds back ends the asking, so a batch is asked whole or left
+    whole for the next night. ``free`` (indexes the provider answers without a call: no cost) go with
+    the first round the gate lets through."""
+    if not requests:
+        return {}, None
+    if gate is None or not gate.limited:
+        return dict(enumerate(ask(list(requests)))), None
+    queue, small = [list(b) for b in batches], list(free)
+    got: dict[int, A] = {}
+    while queue or small:
+        nxt = queue[:width]
+        costs = [cost([requests[i] for i in b]) for b in nxt]
+        n, reason = gate.admit(team, costs)
+        if n == 0 and (nxt or reason == "window"):
+            return got, reason
+        ids = [*small, *(i for b in nxt[:n] for i in b)]
+        with gate.asking(team, costs[:n]):
+            got.update(zip(ids, ask([requests[i] for i in ids]), strict=True))
+        queue, small = queue[n:], []
+        if reason is not None and queue:
+            return got, reason
+    return got, None
 
 
 def _over(spent: int, limit: int | None) -> bool:

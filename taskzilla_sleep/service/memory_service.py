@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Literal
@@ -21,8 +22,8 @@ from taskzilla_sleep.core.errors import BadRequest, NotFound, UnknownTeam
 from taskzilla_sleep.core.instruments import Instruments
 from taskzilla_sleep.core.models import Contradiction, EpisodeIn, Pattern, PatternStatus, Time
 from taskzilla_sleep.core.settings import Settings
+from taskzilla_sleep.memory import contradictions
 from taskzilla_sleep.memory import facts as fact_book
-from taskzilla_sleep.memory import resolving
 from taskzilla_sleep.memory.admin import (
     ForgetReport,
     PatternDetail,
@@ -131,6 +132,7 @@ class MemoryService:
         gate: IngestGate | None = None,
         exclusive: Callable[[], AbstractContextManager[None]] = nullcontext,
         instruments: Instruments | None = None,
+        recall_pool: Executor | None = None,
     ) -> None:
         self.settings = settings
         self.graph = graph
@@ -143,6 +145,7 @@ class MemoryService:
         # lands in the middle of a night (or raises Busy after a bounded wait).
         self.exclusive = exclusive
         self.instruments = instruments  # recall latency for /metrics (None: not timed)
+        self.recall_pool = recall_pool  # Services.recall_pool (None: each recall makes its own)
 
     def team(self, access: Access, wanted: str | None) -> str:
         """The team a read is about; the caller must see it."""
@@ -184,6 +187,7 @@ class MemoryService:
                 include_drafts=include_drafts,
                 include_superseded=include_superseded,
                 min_similarity=self.settings.recall.min_similarity,
+                pool=self.recall_pool,
             )
         if not found:
             self._known(access, scope)
@@ -296,7 +300,7 @@ class MemoryService:
     def resolve(self, access: Access, cid: str, keep: Keep, note: str | None) -> Contradiction:
         c = self._visible_contradiction(access, cid)
         access.require("write", c.team)
-        done = resolving.resolve(
+        done = contradictions.resolve(
             self.graph,
             self.vectors,
             cid,

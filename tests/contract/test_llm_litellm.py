@@ -25,6 +25,7 @@ from taskzilla_sleep.core.models import Evidence
 from taskzilla_sleep.llm.base import (
     EVIDENCE_CONFIDENCE,
     MAX_BELIEFS,
+    REASON_WITHHELD,
     DistillRequest,
     EpisodeView,
     PatternDraft,
@@ -1209,7 +1210,7 @@ def test_a_reason_that_reads_as_an_instruction_is_withheld(stub: LLMStub) -> Non
 
     [verdict] = provider(stub).classify_many([reflect_request()])
 
-    assert verdict == Verdict(relation="same", reason="(reason withheld: it read as an instruction)")
+    assert verdict == Verdict(relation="same", reason=REASON_WITHHELD)
 
 
 def test_an_invalid_relation_is_retried_then_skipped(stub: LLMStub) -> None:

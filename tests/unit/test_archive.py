@@ -91,9 +91,24 @@ def test_an_undo_withdraws_the_alerts_of_the_contradictions_it_takes_back() -> N
     assert outbox.sync_contradictions(channels, NOW + timedelta(days=1)) == 2
     assert outbox.mark_delivered("con-1:sent", NOW + timedelta(days=1), message_ref="msg-99")
     done = resolve(graph, vectors, "con-1", "new", "lena", None, NOW + timedelta(days=1), 0.8)
-    assert outbox.answer_resolution(done, NOW + timedelta(days=1)) == 1
-    (answer,) = [a for a in graph.alerts() if a.key == "con-1.resolution:sent"]
+    (answer,) = [a for a in graph.alerts() if a.key == "con-1.resolution:sent"]  # queued by the resolve
     assert AlertMessage.model_validate_json(answer.payload_json).reply_to == "msg-99"
+    assert outbox.answer_resolution(done, NOW + timedelta(days=1)) == 0  # a repeat queues nothing new
+
+
+def test_the_one_public_resolve_archives_the_decision_as_a_change_of_its_own() -> None:
+    """``contradictions.resolve`` is the whole resolution (there is no second, bare one to call by
+    mistake): the decision's writes are recorded as a ``resolve`` change naming who decided."""
+    graph, vectors = MemoryGraphStore(), MemoryVectorStore()
+    for p in (_belief("p-old", "Deploys need one reviewer"), _belief("p-new", "Deploys need two reviewers")):
+        graph.write_pattern(p, [], [])
+    c = Contradiction(id="con-1", team="platform", old_pattern_id="p-old", new_pattern_id="p-new", opened_at=NOW)
+    graph.open_contradiction(c, counter=1, old_confidence=0.6)
+    resolve(graph, vectors, "con-1", "both", "lena", "both hold", NOW + timedelta(hours=1), 0.8)
+    changes, items = graph.archive_records("platform")
+    (change,) = [x for x in changes if x.kind == "resolve"]
+    assert change.by == "lena" and change.at == NOW + timedelta(hours=1)
+    assert {i.change for i in items} == {change.id} and len(items) >= 2  # the images of what it wrote
 
 
 def test_a_change_that_wrote_nothing_leaves_no_trace_and_a_graph_stays_a_graph() -> None:

@@ -4,14 +4,17 @@ The browser test (tests/e2e/test_console.py) clicks through the same pages on th
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from html import unescape as html_unescape
 from pathlib import Path
+from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import pytest
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from taskzilla_sleep.alerts.outbox import Outbox
@@ -27,11 +30,12 @@ from taskzilla_sleep.core.models import (
 )
 from taskzilla_sleep.core.settings import AlertChannel, ApiSettings, Settings
 from taskzilla_sleep.interfaces.api import create_app
+from taskzilla_sleep.interfaces.console import console_router
 from taskzilla_sleep.interfaces.console.sessions import COOKIE, Sessions
 from taskzilla_sleep.interfaces.worker import Worker
 from taskzilla_sleep.memory.archive.recording import recorded
 from taskzilla_sleep.night.schedule import ScaledClock
-from taskzilla_sleep.rules.access import OPEN, token_hash
+from taskzilla_sleep.rules.access import OPEN, Tokens, token_hash
 from taskzilla_sleep.service import audit_trail as audit
 from taskzilla_sleep.stores.memory import HashEmbedder, MemoryGraphStore, MemoryVectorStore
 from taskzilla_sleep.stores.records import ChangeRecord, Retirement
@@ -563,3 +567,32 @@ def test_why_an_item_is_recalled_reads_its_own_fields() -> None:
         "the bot's own draft: asked for with include=drafts",
         "said 3 times (collapsed into one)",
     ]
+
+
+def test_every_page_sends_a_logged_out_browser_to_the_login_form_and_back(console: Console) -> None:
+    """Every GET page of /ui (read from the console's router: a page added later is covered too)."""
+    c = console.client()
+    open_pages = {"/ui", "/ui/", "/ui/login", "/ui/static/console.css"}
+    router = console_router(console.worker.memory, Tokens({}), lambda teams: {})
+    paths = sorted(
+        r.path for r in router.routes if isinstance(r, APIRoute) and "GET" in r.methods and r.path not in open_pages
+    )
+    assert len(paths) >= 14 and "/ui/recall" in paths and "/ui/contradictions/{cid}" in paths
+    for path in paths:
+        url = re.sub(r"\{[^}]+\}", "x-1", path)
+        r = c.get(url, params={"team": "platform"})
+        assert r.status_code == 303, (path, r.status_code)
+        assert r.headers["location"] == f"/ui/login?next={quote(url + '?team=platform', safe='')}", path
+
+
+def test_the_signed_in_check_of_a_page_is_written_once() -> None:
+    """The pages ask ``Console.show`` for the session (no session: the login form; a service error: the
+    error page): no route module reads the session or sends to the login form itself."""
+    root = Path(__file__).resolve().parents[2] / "taskzilla_sleep" / "interfaces" / "console"
+    for name in ("routes.py", "explore.py"):
+        calls = [
+            n.func.attr
+            for n in ast.walk(ast.parse((root / name).read_text()))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        ]
+        assert "session" not in calls and calls.count("show") >= 5, name

@@ -165,7 +165,8 @@ def test_a_months_repeats_are_counted_in_the_read_of_one_and_a_tie_of_two_texts_
 
 def test_the_episode_query_runs_beside_the_belief_reads_and_a_forked_child_has_its_own(s: Stores) -> None:
     # The episode query goes to a pool of threads while the graph reads the beliefs; a child forked
-    # from a process that recalled (a replica, a test driver) must not wait on its parent's threads.
+    # from a process that recalled (a replica, a test driver) must not wait on its parent's threads:
+    # a recall without the Services' pool makes its own (a Services is not carried across a fork).
     s.add(episode(1, "lunch is at noon"))
     threads: list[str] = []
     query = s.vectors.query

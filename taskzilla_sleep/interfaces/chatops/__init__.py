@@ -3,5 +3,5 @@ keyboards (a webhook checked by its secret token), served by the worker beside `
 
 ``slack`` verifies and reads Slack's requests; ``ops`` decides what a click does (which channel,
 which teams, who) and answers the chat; ``routes`` is the HTTP layer. The alert's answer after any
-resolution, from chat or not, is queued by ``resolving.resolve``.
+resolution, from chat or not, is queued by ``contradictions.resolve``.
 """

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from taskzilla_sleep.core.errors import InputError, TaskzillaError
+from taskzilla_sleep.core.errors import InputError
 from taskzilla_sleep.interfaces.console import browse
 from taskzilla_sleep.interfaces.console.sessions import Session
-from taskzilla_sleep.interfaces.console.web import PREFIX, Console, failure, int_param, page, to_login
+from taskzilla_sleep.interfaces.console.web import PREFIX, Console, int_param, page
 from taskzilla_sleep.memory.recall import RecallItem, render_prompt
 from taskzilla_sleep.service.memory_service import MemoryService
 
@@ -29,14 +29,12 @@ def add_routes(router: APIRouter, service: MemoryService, con: Console, team_of:
     def recall_page(request: Request) -> Response:
         """What the bot would get for a question: the very call GET /v1/recall makes, each item with
         its rank and why it is there."""
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        q = request.query_params
-        question = (q.get("q") or "").strip()
-        entity = (q.get("entity") or "").strip() or None
-        include = q.getlist("include")
-        try:
+
+        def render(s: Session) -> Response:
+            q = request.query_params
+            question = (q.get("q") or "").strip()
+            entity = (q.get("entity") or "").strip() or None
+            include = q.getlist("include")
             team, teams = team_of(s, request)
             k = int_param(q.get("k"), "k", 5, low=RECALL_K[0], high=RECALL_K[1])
             budget = int_param(q.get("budget"), "budget", 600, low=RECALL_BUDGET[0], high=RECALL_BUDGET[1])
@@ -55,99 +53,87 @@ def add_routes(router: APIRouter, service: MemoryService, con: Console, team_of:
                     include_drafts="drafts" in include,
                     include_superseded="superseded" in include,
                 )
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"{PREFIX}/recall")
-        ranked = [(i + 1, item, why(item)) for i, item in enumerate(items)]
-        prompt = render_prompt(items, budget) if items else None
-        return page(
-            request,
-            s,
-            "recall.html",
-            team=team,
-            teams=teams,
-            q=question,
-            entity=entity or "",
-            k=k,
-            budget=budget,
-            include=include,
-            ranked=ranked,
-            prompt=prompt,
-            asked=bool(question),
-        )
+            ranked = [(i + 1, item, why(item)) for i, item in enumerate(items)]
+            prompt = render_prompt(items, budget) if items else None
+            return page(
+                request,
+                s,
+                "recall.html",
+                team=team,
+                teams=teams,
+                q=question,
+                entity=entity or "",
+                k=k,
+                budget=budget,
+                include=include,
+                ranked=ranked,
+                prompt=prompt,
+                asked=bool(question),
+            )
+
+        return con.show(request, render, f"{PREFIX}/recall")
 
     @router.get("/messages")
     def messages_page(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        q = request.query_params
-        query = browse.MessageQuery(
-            text=(q.get("q") or "").strip()[:500],
-            channel=(q.get("channel") or "").strip()[:200],
-            author=(q.get("author") or "").strip()[:200],
-            status=(q.get("status") or "").strip(),
-        )
-        try:
+        def render(s: Session) -> Response:
+            q = request.query_params
+            query = browse.MessageQuery(
+                text=(q.get("q") or "").strip()[:500],
+                channel=(q.get("channel") or "").strip()[:200],
+                author=(q.get("author") or "").strip()[:200],
+                status=(q.get("status") or "").strip(),
+            )
             team, teams = team_of(s, request)
             number = int_param(q.get("page"), "page", 1)
             query.statuses()  # an unknown status is refused before any read
             found = browse.messages(service, s.access, team, query) if team else None
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"{PREFIX}/messages")
-        hits = found.found if found else []
-        return page(
-            request,
-            s,
-            "messages.html",
-            team=team,
-            teams=teams,
-            f=query,
-            messages=hits[(number - 1) * PAGE : number * PAGE],
-            total=len(hits),
-            number=number,
-            pages=max(1, -(-len(hits) // PAGE)),
-            channels=found.channels if found else [],
-            authors=found.authors if found else [],
-            statuses=["live", "archived", *browse.BROWSABLE],
-            capped=found.capped if found else False,
-            archived=found.archived if found else {},
-            cap=browse.MAX_SCAN,
-        )
+            hits = found.found if found else []
+            return page(
+                request,
+                s,
+                "messages.html",
+                team=team,
+                teams=teams,
+                f=query,
+                messages=hits[(number - 1) * PAGE : number * PAGE],
+                total=len(hits),
+                number=number,
+                pages=max(1, -(-len(hits) // PAGE)),
+                channels=found.channels if found else [],
+                authors=found.authors if found else [],
+                statuses=["live", "archived", *browse.BROWSABLE],
+                capped=found.capped if found else False,
+                archived=found.archived if found else {},
+                cap=browse.MAX_SCAN,
+            )
+
+        return con.show(request, render, f"{PREFIX}/messages")
 
     @router.get("/episodes/{eid}")
     def episode_page(request: Request, eid: str) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             view = browse.episode(service, s.access, eid)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"{PREFIX}/messages")
-        return page(request, s, "episode.html", v=view, team=view.episode.team)
+            return page(request, s, "episode.html", v=view, team=view.episode.team)
+
+        return con.show(request, render, f"{PREFIX}/messages")
 
     @router.get("/entities/{kind}/{name:path}")
     def entity_page(request: Request, kind: str, name: str) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             team, teams = team_of(s, request)
             view = browse.entity(service, s.access, team, kind, name)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"{PREFIX}/messages")
-        shown = view.messages[: PAGE * 4]
-        return page(request, s, "entity.html", v=view, team=view.entity.team, teams=teams, shown=shown)
+            shown = view.messages[: PAGE * 4]
+            return page(request, s, "entity.html", v=view, team=view.entity.team, teams=teams, shown=shown)
+
+        return con.show(request, render, f"{PREFIX}/messages")
 
     @router.get("/runs/{run_id}")
     def run_page(request: Request, run_id: str) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             r = browse.run(service, s.access, run_id)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"{PREFIX}/nights")
-        return page(request, s, "run.html", r=r)
+            return page(request, s, "run.html", r=r)
+
+        return con.show(request, render, f"{PREFIX}/nights")
 
 
 def why(item: RecallItem) -> list[str]:

@@ -161,11 +161,8 @@ def console_router(
     # -- contradictions ---------------------------------------------------------------------------
     @router.get("/contradictions")
     def contradictions(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        state = request.query_params.get("status", "open")
-        try:
+        def render(s: Session) -> Response:
+            state = request.query_params.get("status", "open")
             if state not in ("open", "resolved"):
                 raise InputError(f"status must be open or resolved, not {state!r}")
             team, teams = team_of(s, request)
@@ -173,24 +170,24 @@ def console_router(
             items = [
                 (v, _side(service, s.access, team, v, "old"), _side(service, s.access, team, v, "new")) for v in views
             ]
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        return page(request, s, "contradictions.html", team=team, teams=teams, items=items, state=state, single=False)
+            return page(
+                request, s, "contradictions.html", team=team, teams=teams, items=items, state=state, single=False
+            )
+
+        return con.show(request, render)
 
     @router.get("/contradictions/{cid}")
     def contradiction(request: Request, cid: str) -> Response:
         """One contradiction, open or resolved: the page a chat alert's "Open in console" opens."""
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+
+        def render(s: Session) -> Response:
             v = service.contradiction(s.access, cid)
             team = v.contradiction.team
             items = [(v, _side(service, s.access, team, v, "old"), _side(service, s.access, team, v, "new"))]
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"{PREFIX}/contradictions")
-        state = v.contradiction.status.value
-        return page(request, s, "contradictions.html", team=team, teams=[], items=items, state=state, single=True)
+            state = v.contradiction.status.value
+            return page(request, s, "contradictions.html", team=team, teams=[], items=items, state=state, single=True)
+
+        return con.show(request, render, f"{PREFIX}/contradictions")
 
     async def act(request: Request, back: Callable[[Any], str], work: Callable[[Session, Any], Action]) -> Response:
         """A form POST: session and CSRF checked; ``work`` validates the form into a service call (an
@@ -230,54 +227,48 @@ def console_router(
     # -- patterns ---------------------------------------------------------------------------------
     @router.get("/patterns")
     def patterns(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        q = request.query_params
-        text = (q.get("q") or "").strip()
-        try:
+        def render(s: Session) -> Response:
+            q = request.query_params
+            text = (q.get("q") or "").strip()
             team, teams = team_of(s, request)
             status = _enum(PatternStatus, q.get("status"), "status")
             kind = _enum(PatternKind, q.get("kind"), "kind")
             topic = q.get("topic") or None
             number = int_param(q.get("page"), "page", 1)
             found = _all_patterns(service, s.access, team, status) if team else []
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        topics = sorted({p.topic for p in found})
-        hits = [
-            p
-            for p in found
-            if (kind is None or p.kind is kind)
-            and (topic is None or p.topic == topic)
-            and (not text or text.casefold() in p.statement.casefold())
-        ]
-        shown = hits[(number - 1) * PAGE : number * PAGE]
-        return page(
-            request,
-            s,
-            "patterns.html",
-            team=team,
-            teams=teams,
-            patterns=shown,
-            total=len(hits),
-            number=number,
-            pages=max(1, -(-len(hits) // PAGE)),
-            q=text,
-            status_filter=status.value if status else "",
-            kind=kind.value if kind else "",
-            topic=topic or "",
-            topics=topics,
-            statuses=[x.value for x in PatternStatus],
-            kinds=[x.value for x in PatternKind],
-        )
+            topics = sorted({p.topic for p in found})
+            hits = [
+                p
+                for p in found
+                if (kind is None or p.kind is kind)
+                and (topic is None or p.topic == topic)
+                and (not text or text.casefold() in p.statement.casefold())
+            ]
+            shown = hits[(number - 1) * PAGE : number * PAGE]
+            return page(
+                request,
+                s,
+                "patterns.html",
+                team=team,
+                teams=teams,
+                patterns=shown,
+                total=len(hits),
+                number=number,
+                pages=max(1, -(-len(hits) // PAGE)),
+                q=text,
+                status_filter=status.value if status else "",
+                kind=kind.value if kind else "",
+                topic=topic or "",
+                topics=topics,
+                statuses=[x.value for x in PatternStatus],
+                kinds=[x.value for x in PatternKind],
+            )
+
+        return con.show(request, render)
 
     @router.get("/patterns/{pid}")
     def pattern(request: Request, pid: str) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             detail: PatternDetail
             if request.query_params.get("team"):
                 team, teams = team_of(s, request)
@@ -285,9 +276,9 @@ def console_router(
             else:  # a link that names no team (the stable URL): the belief's own team
                 detail = browse.pattern(service, s.access, pid)
                 team, teams = detail.pattern.team, service.teams(s.access)
-        except TaskzillaError as exc:
-            return failure(request, s, exc, f"/ui/patterns?team={request.query_params.get('team', '')}")
-        return page(request, s, "pattern.html", team=team, teams=teams, d=detail)
+            return page(request, s, "pattern.html", team=team, teams=teams, d=detail)
+
+        return con.show(request, render, f"/ui/patterns?team={request.query_params.get('team', '')}")
 
     @router.post("/patterns/{pid}/forget")
     async def forget(request: Request, pid: str) -> Response:
@@ -323,15 +314,12 @@ def console_router(
     # -- pinned facts -----------------------------------------------------------------------------
     @router.get("/facts")
     def facts(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             team, teams = team_of(s, request)
             found = service.facts(s.access, team) if team else []
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        return page(request, s, "facts.html", team=team, teams=teams, facts=found)
+            return page(request, s, "facts.html", team=team, teams=teams, facts=found)
+
+        return con.show(request, render)
 
     @router.post("/facts")
     async def pin(request: Request) -> Response:
@@ -354,17 +342,14 @@ def console_router(
     def nights(request: Request) -> Response:
         from taskzilla_sleep.observe.report.html import report_sections
 
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             runs = int_param(request.query_params.get("runs"), "runs", 14, high=365)
             report = service.nights(s.access, runs)
             undo = service.runs_to_undo(s.access, runs)
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        body = "\n".join(report_sections(report))  # the report's own escaped HTML and SVG
-        return page(request, s, "nights.html", report=report, body=body, runs=runs, undo=undo)
+            body = "\n".join(report_sections(report))  # the report's own escaped HTML and SVG
+            return page(request, s, "nights.html", report=report, body=body, runs=runs, undo=undo)
+
+        return con.show(request, render)
 
     @router.post("/runs/{run_id}/undo")
     async def undo(request: Request, run_id: str) -> Response:
@@ -381,17 +366,14 @@ def console_router(
 
     @router.get("/alerts")
     def alerts(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        wanted = request.query_params.get("status") or None
-        try:
+        def render(s: Session) -> Response:
+            wanted = request.query_params.get("status") or None
             if wanted is not None and wanted not in ALERT_FILTERS:
                 raise InputError(f"status must be one of {', '.join(ALERT_FILTERS)}, not {wanted!r}")
             found = service.alerts(s.access, wanted, None)  # type: ignore[arg-type]
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        return page(request, s, "alerts.html", alerts=found, state=wanted or "", filters=ALERT_FILTERS)
+            return page(request, s, "alerts.html", alerts=found, state=wanted or "", filters=ALERT_FILTERS)
+
+        return con.show(request, render)
 
     @router.post("/alerts/{key}/requeue")
     async def requeue(request: Request, key: str) -> Response:
@@ -402,41 +384,35 @@ def console_router(
 
     @router.get("/audit")
     def audit_page(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        q = request.query_params
-        team, action = q.get("team") or None, q.get("action") or None
-        try:
+        def render(s: Session) -> Response:
+            q = request.query_params
+            team, action = q.get("team") or None, q.get("action") or None
             if action is not None and not re.fullmatch(ACTION_RE, action):
                 raise InputError(f"action must be an action name (e.g. resolve, forget), not {action[:50]!r}")
             records = service.audit_records(s.access, team, action, None, AUDIT_PAGE)
             teams = service.teams(s.access)
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        return page(
-            request,
-            s,
-            "audit.html",
-            records=records,
-            teams=teams,
-            team=team or "",
-            action=action or "",
-            actions=ACTIONS,
-            limit=AUDIT_PAGE,
-        )
+            return page(
+                request,
+                s,
+                "audit.html",
+                records=records,
+                teams=teams,
+                team=team or "",
+                action=action or "",
+                actions=ACTIONS,
+                limit=AUDIT_PAGE,
+            )
+
+        return con.show(request, render)
 
     @router.get("/status")
     def status_page(request: Request) -> Response:
-        s = con.session(request)
-        if s is None:
-            return to_login(request)
-        try:
+        def render(s: Session) -> Response:
             s.access.require("admin")  # as GET /v1/status: the figures of the token's teams
             st = status(s.access.teams)
-        except TaskzillaError as exc:
-            return failure(request, s, exc)
-        return page(request, s, "status.html", st=st)
+            return page(request, s, "status.html", st=st)
+
+        return con.show(request, render)
 
     explore.add_routes(router, service, con, team_of)
 

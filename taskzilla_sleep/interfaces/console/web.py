@@ -8,7 +8,7 @@ to vendor and nothing fetched at run time; ``script-src 'none'`` says so to the 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -189,6 +189,19 @@ class Console:
     def session(self, request: Request) -> Session | None:
         """The session of a page request, with the notices it is to show."""
         return self.sessions.get(request.cookies.get(COOKIE))
+
+    def show(self, request: Request, render: Callable[[Session], Response], back: str | None = None) -> Response:
+        """A page for a signed-in person: ``render`` with their session. Without a session, the login
+        form (and back here after it); a service error ``render`` raises, the error page with the
+        status /v1 would answer (403 a role or a team the caller lacks, 404 an unknown id or another
+        team's, 409, 422 …), linking to ``back``."""
+        s = self.session(request)
+        if s is None:
+            return to_login(request)
+        try:
+            return render(s)
+        except TaskzillaError as exc:
+            return failure(request, s, exc, back)
 
     def posted(self, request: Request, form: Mapping[str, Any]) -> tuple[Session | None, Response | None]:
         """The session of a POST with its CSRF token checked: (session, None), or (None, the answer).

@@ -11,12 +11,10 @@ from typing import get_args
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from taskzilla_sleep.core.text import one_line
-from taskzilla_sleep.llm.base import MAX_STATEMENT_CHARS, PatternView, ReflectRequest, Relation, Verdict
+from taskzilla_sleep.llm.base import MAX_STATEMENT_CHARS, PatternView, ReflectRequest, Relation, Verdict, shown_reason
 from taskzilla_sleep.llm.prompts.shared import ChatMessage, Items, Prompt, data_json, describe
-from taskzilla_sleep.rules.beliefs import injection
 
 MAX_CANDIDATES = 8  # REFLECT: old beliefs compared with one new belief in one call
-_MAX_REASON_CHARS = 300
 
 _RELATIONS: list[str] = list(get_args(Relation))
 
@@ -147,7 +145,7 @@ def reflect_items(answer: Items, batch: Sequence[ReflectRequest]) -> list[Verdic
                 found[n] = f"candidate {n}: {describe(exc)}"
             continue
         if 1 <= v.candidate <= len(batch) and v.candidate not in found:
-            found[v.candidate] = Verdict(relation=v.relation, reason=_clean_reason(v.reason))
+            found[v.candidate] = Verdict(relation=v.relation, reason=shown_reason(v.reason))
     return [found.get(n, f"candidate {n} was not answered") for n in range(1, len(batch) + 1)]
 
 
@@ -164,8 +162,3 @@ def _view_json(p: PatternView) -> str:
     if p.replaces:
         row["replaces"] = one_line(p.replaces, 200)
     return data_json(row)
-
-
-def _clean_reason(text: str) -> str:
-    reason = one_line(text, _MAX_REASON_CHARS)
-    return reason if injection(reason) is None else "(reason withheld: it read as an instruction)"

@@ -17,9 +17,8 @@ Every recall marks what it returned as accessed (prune reads that: a recalled ep
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -54,21 +53,11 @@ _PARTS = (3, 9, 27)
 _GONE = frozenset({PatternStatus.SUPERSEDED, PatternStatus.RETIRED})
 
 
-# The episode queries of this process's recalls (the API's threads share it), run beside the belief
-# reads. A forked child starts its own: the parent's threads do not exist there.
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-query")
-
-
-_QUERIES = _pool()
-
-
-def _new_pool() -> None:
-    global _QUERIES
-    _QUERIES = _pool()
-
-
-os.register_at_fork(after_in_child=_new_pool)
+def query_pool(workers: int = 8) -> ThreadPoolExecutor:
+    """A pool for the episode queries recalls run beside their belief reads. A process's ``Services``
+    owns one (its threads are started by the first recall and stopped when the Services close); a
+    caller without Services passes none and ``recall`` uses one of its own for the call."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="recall-query")
 
 
 def recall(
@@ -82,7 +71,25 @@ def recall(
     include_drafts: bool = False,
     include_superseded: bool = False,
     min_similarity: float = MIN_SIMILARITY,
+    pool: Executor | None = None,
 ) -> list[RecallItem]:
+    """``pool`` runs the episode queries (``Services.recall_pool``); None: a pool made for this call and
+    shut down before it returns (a test's or a bench tool's recall, outside a process's Services)."""
+    if pool is None:
+        with query_pool() as own:
+            return recall(
+                graph,
+                vectors,
+                query,
+                now,
+                teams,
+                entity=entity,
+                k=k,
+                include_drafts=include_drafts,
+                include_superseded=include_superseded,
+                min_similarity=min_similarity,
+                pool=own,
+            )
     ent = normalize_name(entity) if entity else None
     team_list = list(teams) if teams is not None else graph.teams()
     # Every pattern status this recall has read: the episodes' owners are mostly among them, and a
@@ -91,7 +98,7 @@ def recall(
     found = {team: vectors.query(team, "patterns", query, n=k * 4, payload=False) for team in team_list}
     # The episode queries need only the query's vector, embedded above: they run while the graph
     # reads the beliefs (a month-old team's recall finds beliefs almost every time).
-    hits = {team: _QUERIES.submit(vectors.query, team, "episodes", query, k * _PARTS[-1], False) for team in team_list}
+    hits = {team: pool.submit(vectors.query, team, "episodes", query, k * _PARTS[-1], False) for team in team_list}
     read = _read_beliefs(graph, found, min_similarity, known)
     # A belief scores the best of its statement and its evidence among the episode hits (ids and
     # distances: the beliefs' evidence lists are read with them, nothing more is read for this).

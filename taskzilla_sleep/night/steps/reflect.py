@@ -46,13 +46,13 @@ from taskzilla_sleep.core.models import (
 )
 from taskzilla_sleep.core.settings import ReflectSettings, Settings
 from taskzilla_sleep.core.text import one_line
-from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict
+from taskzilla_sleep.llm.base import CONFLICTS, PatternView, ReflectRequest, Unanswered, Verdict, shown_reason
 from taskzilla_sleep.memory.meta_keys import REFLECT_DEFERRED as DEFERRED
 from taskzilla_sleep.memory.meta_keys import REFLECT_WATERMARK as WATERMARK
 from taskzilla_sleep.night import budget
 from taskzilla_sleep.night.budget import Deferral, Estimate, Reason
 from taskzilla_sleep.night.steps.base import NoUsableAnswers, PlanBase, StepContext, Vector
-from taskzilla_sleep.rules.beliefs import injection, slots
+from taskzilla_sleep.rules.beliefs import slots
 from taskzilla_sleep.rules.policies import (
     Ledger,
     Span,
@@ -258,29 +258,16 @@ def _held(raw: str | None) -> tuple[str, ...]:
 def _ask(ctx: StepContext, requests: Sequence[ReflectRequest]) -> tuple[dict[int, Verdict | Unanswered], Reason | None]:
     """The verdicts by index into ``requests``, and why the rest were not asked (None: all were).
 
-    Without a budget or a deadline, everything in one go. Otherwise, in pair order (what an earlier
-    night deferred first), a round of at most ``max_concurrency`` calls at a time, each let through by
-    the gate: the first call it holds back ends the asking; what was not asked is left for next night."""
-    gate = ctx.gate
-    if not requests:
-        return {}, None
-    if gate is None or not gate.limited:
-        return dict(enumerate(ctx.llm.classify_many(requests))), None
-    queue = budget.reflect_batches(requests)
-    got: dict[int, Verdict | Unanswered] = {}
-    width = ctx.settings.llm.max_concurrency
-    while queue:
-        nxt = queue[:width]
-        costs = [budget.estimate_reflect_batch([requests[i] for i in b]) for b in nxt]
-        n, reason = gate.admit(ctx.team, costs)
-        ids = [i for b in nxt[:n] for i in b]
-        if ids:
-            with gate.asking(ctx.team, costs[:n]):
-                got.update(zip(ids, ctx.llm.classify_many([requests[i] for i in ids]), strict=True))
-        if reason is not None:
-            return got, reason
-        queue = queue[n:]
-    return got, None
+    Asked as :func:`budget.ask_in_rounds` asks, in pair order (what an earlier night deferred first)."""
+    return budget.ask_in_rounds(
+        ctx.gate,
+        ctx.team,
+        requests,
+        ctx.llm.classify_many,
+        batches=budget.reflect_batches(requests),
+        cost=budget.estimate_reflect_batch,
+        width=ctx.settings.llm.max_concurrency,
+    )
 
 
 def candidate_pairs(
@@ -435,7 +422,7 @@ def _judge(
             new_pattern_id=new.id,
             kind=kind,
             opened_at=now,
-            reason=_reason(verdict.reason),
+            reason=shown_reason(verdict.reason),  # shown to people in alerts, whatever the provider
             prompt_id=plan.prompt_id,
         )
         plan.contradictions.append((c, old, new))
@@ -467,12 +454,6 @@ def after_counter(old: Pattern, new: Pattern) -> float:
         llm_confidence=old.llm_confidence,
     )
     return ledger_confidence(ledger)
-
-
-def _reason(text: str) -> str:
-    """A model's reason is shown to people in alerts: never one that reads as an order or holds a secret."""
-    reason = one_line(text, 300)
-    return reason if injection(reason) is None else "(the model's reason was withheld: it read as an instruction)"
 
 
 # -- write ----------------------------------------------------------------------------------------

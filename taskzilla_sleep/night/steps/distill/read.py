@@ -189,32 +189,22 @@ def _ask(
 ) -> tuple[dict[int, tuple[PatternDraft, ...] | Unanswered], str | None]:
     """The answers by index into ``requests``, and why the rest were not asked (None: all were).
 
-    Without a budget or a deadline, everything in one go. Otherwise oldest first, a round of at most
-    ``max_concurrency`` calls at a time, each round let through by the gate: the first batch it holds
-    back ends the asking, so every group is either asked or left whole for the next night."""
-    gate = ctx.gate
-    if not requests:
-        return {}, None
-    if gate is None or not gate.limited:
-        return dict(enumerate(ctx.llm.distill_many(requests))), None
+    Asked as :func:`budget.ask_in_rounds` asks, oldest group first (deferred work is taken first);
+    a group too small to ask goes with the first round, at no cost."""
     llm = ctx.settings.llm
     order = sorted(range(len(requests)), key=lambda i: keys[i])
     queue = [[order[i] for i in b] for b in budget.batches([requests[i] for i in order], llm.batch_groups)]
-    small = [i for i in order if i not in {j for b in queue for j in b}]  # never sent: no cost
-    got: dict[int, tuple[PatternDraft, ...] | Unanswered] = {}
-    while queue or small:
-        nxt = queue[: llm.max_concurrency]
-        costs = [budget.estimate_batch([requests[i] for i in b]) for b in nxt]
-        n, reason = gate.admit(ctx.team, costs)
-        if n == 0 and (nxt or reason == "window"):
-            return got, reason
-        ids = [*small, *(i for b in nxt[:n] for i in b)]
-        with gate.asking(ctx.team, costs[:n]):
-            got.update(zip(ids, ctx.llm.distill_many([requests[i] for i in ids]), strict=True))
-        queue, small = queue[n:], []
-        if reason is not None and queue:
-            return got, reason
-    return got, None
+    batched = {i for b in queue for i in b}
+    return budget.ask_in_rounds(
+        ctx.gate,
+        ctx.team,
+        requests,
+        ctx.llm.distill_many,
+        batches=queue,
+        cost=budget.estimate_batch,
+        width=llm.max_concurrency,
+        free=[i for i in order if i not in batched],  # never sent: no cost
+    )
 
 
 def _is_raw(e: Episode | None) -> bool:
