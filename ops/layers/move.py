@@ -51,7 +51,7 @@ MOVES: dict[str, str] = {
     "recall": "memory.recall",
     "facts": "memory.facts",
     "contradictions": "memory.contradictions",
-    "resolving": "memory.resolving",
+    "resolving": "memory.contradictions",  # folded into it (one resolve), after the move
     "memory_admin": "memory.admin",
     "memory_index": "memory.index",
     "vector_upkeep": "memory.vector_upkeep",
