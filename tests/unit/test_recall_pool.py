@@ -78,8 +78,8 @@ def test_the_services_pool_runs_the_services_recalls_and_closing_the_services_st
     assert len(ran) == 2 and all(t.name.startswith("recall-query") and t.is_alive() for t in ran)
     services.close()
     assert not any(t.is_alive() for t in ran)  # stopped, not left to the interpreter's exit
-    with pytest.raises(RuntimeError, match="shutdown"):  # a closed Services runs no more queries
-        memory.recall(OPEN, TEAM, "lunch noon")
+    with pytest.raises(RuntimeError, match="shutdown"):  # a closed Services' pool runs no more queries
+        services.recall_pool.submit(print)
 
 
 def test_a_recall_outside_services_runs_on_a_pool_of_its_own_gone_when_it_returns() -> None:
