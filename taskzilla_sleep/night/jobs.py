@@ -96,12 +96,13 @@ class NightJobs:
                 out.setdefault(run.team, {}).setdefault(s.step, []).append(s)
         return out
 
-    def finals(self, step: StepName) -> list[StepResult]:
-        """The step's state for each team that has an attempt: its first done attempt, else its last."""
+    def finals(self, step: StepName, team: str | None = None) -> list[StepResult]:
+        """The step's state for each team that has an attempt (or for ``team``): its first done attempt,
+        else its last."""
         return [
             next((s for s in tries if s.status in STEP_DONE), tries[-1])
-            for by_step in self.attempts().values()
-            if (tries := by_step.get(step))
+            for who, by_step in self.attempts().items()
+            if team in (None, who) and (tries := by_step.get(step))
         ]
 
     def done(self, team: str) -> list[StepName]:
@@ -131,11 +132,11 @@ class NightJobs:
         }
         return [s for s in STEP_NAMES if s in held]
 
-    def deferred(self, step: StepName | None = None) -> list[str]:
-        """What the budget or the window left for the next night (``deferred_lines``): every team's
-        state of each step (or of ``step``), a retried step's earlier attempts not counted."""
+    def deferred(self, step: StepName | None = None, team: str | None = None) -> list[str]:
+        """What the budget or the window left for the next night (``deferred_lines``): every team's (or
+        ``team``'s) state of each step (or of ``step``), a retried step's earlier attempts not counted."""
         names = STEP_NAMES if step is None else (step,)
-        return [line for name in names for line in deferred_lines(self.finals(name))]
+        return [line for name in names for line in deferred_lines(self.finals(name, team))]
 
     def deferred_groups(self, step: StepName) -> int:
         """How many groups (distill) or pairs (reflect) the step left pending over its teams: each

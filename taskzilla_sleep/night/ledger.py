@@ -157,7 +157,9 @@ def run_status(r: Run) -> dict[str, Any]:
 
 
 def night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
-    """A night for the status: its merged steps, and each team job's run (what ran where, when)."""
+    """A night for the status: its merged steps, each team job's run (what ran where, when), and of a
+    scheduled night each team's job state (``NightJobs``: done, in flight, left, deferred)."""
+    jobs = NightJobs(night.slot, runs) if night.slot is not None else None
     return {
         "slot": night.slot,
         "trigger": night.trigger,
@@ -165,4 +167,15 @@ def night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
         "ok": night.finished_at is not None and all(x.status in STEP_DONE for x in night.steps),
         "steps": _steps(night),
         "jobs": [{"id": r.id, "team": r.team, "steps": _steps(r)} for r in runs],
+        "teams": {
+            team: {
+                "done": jobs.done(team),
+                "in_flight": jobs.in_flight(team),
+                "left": jobs.left(team),
+                "deferred": jobs.deferred(team=team),
+            }
+            for team in jobs.teams
+        }
+        if jobs is not None
+        else {},
     }

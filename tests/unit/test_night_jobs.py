@@ -17,7 +17,7 @@ from taskzilla_sleep.app import Services
 from taskzilla_sleep.core.models import STEP_NAMES, Run, StepName, StepResult, StepStatusName
 from taskzilla_sleep.core.settings import Settings, WatchdogSettings
 from taskzilla_sleep.night.jobs import NightJobs, TeamJob, deferred_lines
-from taskzilla_sleep.night.ledger import merge_runs
+from taskzilla_sleep.night.ledger import merge_runs, night_status
 from taskzilla_sleep.night.pipeline import NightHooks, NightRequest, run_night
 from taskzilla_sleep.observe.metrics import build_registry
 from taskzilla_sleep.observe.report.model import build_report
@@ -183,3 +183,32 @@ def test_deferred_work_is_one_answer_for_the_report_the_metrics_and_the_merged_n
     m = scrape(build_registry(g, index_cap=CAP, grace_days=GRACE_DAYS))
     team = m["taskzilla_sleep_team_last_night_deferred_groups"]
     assert team[(("step", "distill"), ("team", "alpha"))] == jobs.deferred_groups("distill")
+
+
+def test_the_status_shows_each_teams_job_state_of_a_scheduled_night() -> None:
+    night = [
+        job(
+            "alpha",
+            {"prune": "ok", "distill": "deferred"},
+            deferred={"distill": ["alpha: 1 group(s) deferred (window)"]},
+        ),
+        job("beta", {"prune": "ok", "distill": "running", "reflect": "pending"}, at=1, finished=False),
+    ]
+    status = night_status(merge_runs(night, SLOT), night)
+    assert not status["finished"]
+    assert status["teams"] == {
+        "alpha": {
+            "done": ["prune", "distill"],
+            "in_flight": [],
+            "left": ["reflect", "decay"],
+            "deferred": ["distill alpha: 1 group(s) deferred (window)"],
+        },
+        "beta": {
+            "done": ["prune"],
+            "in_flight": ["distill", "reflect"],
+            "left": ["distill", "reflect", "decay"],
+            "deferred": [],
+        },
+    }
+    lone = job("alpha", {"distill": "ok"}).model_copy(update={"slot": None})  # a watchdog distill: no night's jobs
+    assert night_status(lone, [lone])["teams"] == {}
