@@ -47,6 +47,12 @@ def deferred_lines(steps: Iterable[_Deferring]) -> list[str]:
     return [f"{s.step} {line}" for s in steps for line in s.deferred]
 
 
+@dataclass(frozen=True)
+class _View:
+    runs: list[Run]
+    attempts: dict[str | None, dict[StepName, list[StepResult]]]
+
+
 class NightJobs:
     """The team jobs of one slot, as the ledger (and this process's own reports) have them."""
 
@@ -55,6 +61,7 @@ class NightJobs:
         self._teams = None if teams is None else list(teams)
         self._lock = threading.Lock()  # team jobs of one process report from their threads
         self._runs: dict[str, Run] = {r.id: r for r in runs if not r.dry_run}
+        self._view: _View | None = None  # the runs ordered and indexed, until the next report
 
     @classmethod
     def read(cls, graph: GraphStore, slot: str, teams: Sequence[str] | None = None) -> NightJobs:
@@ -73,13 +80,26 @@ class NightJobs:
             return
         with self._lock:
             self._runs[run.id] = run.model_copy(deep=True)
+            self._view = None
 
     # -- what the worker, the ledger and the observers read ----------------------------------------
+    def _indexed(self) -> _View:
+        """The runs oldest first, and per team (None: runs over every team) each step's attempts, oldest
+        first: built once per report, so a worker's look at many teams reads the runs once."""
+        with self._lock:
+            if self._view is None:
+                runs = sorted(self._runs.values(), key=lambda r: (r.started_at, r.id))
+                attempts: dict[str | None, dict[StepName, list[StepResult]]] = {}
+                for run in runs:
+                    for s in run.steps:
+                        attempts.setdefault(run.team, {}).setdefault(s.step, []).append(s)
+                self._view = _View(runs, attempts)
+            return self._view
+
     @property
     def runs(self) -> list[Run]:
         """The night's runs, oldest first."""
-        with self._lock:
-            return sorted(self._runs.values(), key=lambda r: (r.started_at, r.id))
+        return list(self._indexed().runs)
 
     @property
     def teams(self) -> list[str]:
@@ -88,30 +108,25 @@ class NightJobs:
             return list(self._teams)
         return sorted({r.team for r in self.runs if r.team is not None})
 
-    def attempts(self) -> dict[str | None, dict[StepName, list[StepResult]]]:
-        """Per team (None: runs over every team), each step's attempts, oldest first."""
-        out: dict[str | None, dict[StepName, list[StepResult]]] = {}
-        for run in self.runs:
-            for s in run.steps:
-                out.setdefault(run.team, {}).setdefault(s.step, []).append(s)
-        return out
-
     def finals(self, step: StepName, team: str | None = None) -> list[StepResult]:
         """The step's state for each team that has an attempt (or for ``team``): its first done attempt,
         else its last."""
         return [
             next((s for s in tries if s.status in STEP_DONE), tries[-1])
-            for who, by_step in self.attempts().items()
+            for who, by_step in self._indexed().attempts.items()
             if team in (None, who) and (tries := by_step.get(step))
         ]
 
     def done(self, team: str) -> list[StepName]:
         """The team's steps finished for the slot (ok, or deferred: what the budget or the window left
         waits for the next night, the slot is done), in cycle order."""
-        finished: set[StepName] = set()
-        for run in self.runs:
-            if run.team in (team, None):
-                finished.update(s.step for s in run.steps if s.status in STEP_DONE)
+        attempts = self._indexed().attempts
+        finished = {
+            step
+            for who in (team, None)
+            for step, tries in attempts.get(who, {}).items()
+            if any(s.status in STEP_DONE for s in tries)
+        }
         return [s for s in STEP_NAMES if s in finished]
 
     def left(self, team: str) -> list[StepName]:
