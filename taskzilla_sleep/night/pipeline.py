@@ -148,6 +148,11 @@ class _Night:
 
     def __init__(self, services: NightServices, request: NightRequest, hooks: NightHooks) -> None:
         self.services, self.request, self.hooks = services, request, hooks
+        if hooks.jobs is not None and (hooks.jobs.slot != request.slot or request.dry_run):
+            # Before anything is written: a night reports to its own slot's jobs only.
+            raise UsageError(
+                f"a run of slot {request.slot} (dry run: {request.dry_run}) reports to night {hooks.jobs.slot}"
+            )
         self.graph, self.llm = services.graph, services.llm
         self.stop = hooks.should_stop or (lambda: False)
         self.stamp = hooks.clock or (lambda: datetime.now(UTC))  # the ledger's times: the worker's clock, else the wall

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from taskzilla_sleep.app import Services
+from taskzilla_sleep.core.errors import UsageError
 from taskzilla_sleep.core.models import STEP_NAMES, Run, StepName, StepResult, StepStatusName
 from taskzilla_sleep.core.settings import Settings, WatchdogSettings
 from taskzilla_sleep.night.jobs import NightJobs, TeamJob, deferred_lines
@@ -212,3 +213,12 @@ def test_the_status_shows_each_teams_job_state_of_a_scheduled_night() -> None:
     }
     lone = job("alpha", {"distill": "ok"}).model_copy(update={"slot": None})  # a watchdog distill: no night's jobs
     assert night_status(lone, [lone])["teams"] == {}
+
+
+def test_a_night_given_another_nights_jobs_is_refused_before_it_writes(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, watchdog=WatchdogSettings(enabled=False))
+    services = Services(settings, MemoryGraphStore(), MemoryVectorStore(), HashEmbedder())
+    jobs = NightJobs("2026-11-29", [], ["alpha"])
+    with pytest.raises(UsageError, match="reports to night 2026-11-29"):
+        run_night(services, NightRequest(now=T0, teams=["alpha"], slot=SLOT), NightHooks(jobs=jobs))
+    assert services.graph.runs(10) == [] and jobs.runs == []
