@@ -36,17 +36,8 @@ from taskzilla_sleep.core.models import Run, RunTrigger, StepName, iso_time
 from taskzilla_sleep.llm.check import CachedModelCheck
 from taskzilla_sleep.memory.index import index_entries
 from taskzilla_sleep.night.budget import Tallies
-from taskzilla_sleep.night.ledger import (
-    done_steps,
-    due_jobs,
-    group_nights,
-    merge_runs,
-    next_slot,
-    night_key,
-    night_status,
-    run_status,
-    steps_left,
-)
+from taskzilla_sleep.night.jobs import NightJobs, TeamJob
+from taskzilla_sleep.night.ledger import group_nights, merge_runs, next_slot, night_key, night_status, run_status
 from taskzilla_sleep.night.pipeline import NightHooks, NightRequest, NightResult, run_night, teams_sizes
 from taskzilla_sleep.night.schedule import Clock, NightlySchedule
 from taskzilla_sleep.night.watchdog import WatchdogPass, watchdog_pass
@@ -241,14 +232,12 @@ class Worker:
             return None
         return lease
 
-    def _jobs(self, night: datetime, key: str) -> tuple[list[Any], bool]:
-        graph = self.services.graph
-        jobs, complete = due_jobs(
-            graph.teams(), graph.slot_runs(key), lambda step: self.schedule.step_slot(night, step), self.clock.now()
-        )
-        if complete:
+    def _jobs(self, night: datetime, key: str) -> tuple[list[TeamJob], bool]:
+        jobs = NightJobs.read(self.services.graph, key)
+        if jobs.complete:
             self._complete.add(key)
-        return jobs, complete
+            return [], True
+        return jobs.due_jobs(lambda step: self.schedule.step_slot(night, step), self.clock.now()), False
 
     def _night(self, night: datetime, key: str, trigger: RunTrigger) -> None:
         """Every team job of the night that is due now, up to ``worker.team_concurrency`` at once."""
@@ -271,13 +260,8 @@ class Worker:
             return
         with holding(lease):
             # Read again under the lease: another replica may have run these steps meanwhile.
-            now = self.clock.now()
-            left = steps_left(done_steps(self.services.graph.slot_runs(key, team)), team)
-            steps: list[StepName] = []
-            for step in left:
-                if self.schedule.step_slot(night, step) > now:
-                    break
-                steps.append(step)
+            jobs = NightJobs.read(self.services.graph, key, [team])
+            steps = jobs.due(team, lambda step: self.schedule.step_slot(night, step), self.clock.now())
             if not steps:
                 return
             # Each step decides as of its slot, not the clock: the outcome does not depend on which
@@ -293,8 +277,12 @@ class Worker:
                 # issue 15 part 2: the window's hard stop (a catch-up, run after the window by nature, has none)
                 deadline=self.schedule.deadline(night) if trigger == "schedule" else None,
                 tally=self._tallies.of(key),
+                jobs=jobs,  # the pipeline reports each step's outcome to the team's job state
             )
             run_night(self.services, request, hooks)
+            log.info(
+                "team_job_finished", slot=key, team=team, done=",".join(jobs.done(team)), left=",".join(jobs.left(team))
+            )
 
     def _wait_for_slot(self, night: datetime, step: StepName) -> bool:
         """A step never starts before its slot (nor before its predecessor: the chain is sequential)."""

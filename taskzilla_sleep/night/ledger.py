@@ -1,65 +1,16 @@
-"""A scheduled night as team jobs: which of each team's steps are done (from the run ledger that
-every replica shares) and which are due now. Pure decisions; the worker claims and runs the jobs.
-
-A job is one team's next steps that are not done yet, in cycle order, as far as their slots have
-passed: a replica never holds a team while it waits for a slot, and a step never starts before its
-slot nor before the team's previous step finished (it is only in a job once every step before it
-is done, or is in the same job, which runs them in order).
+"""The run ledger as nights: a scheduled night's team jobs merged into one run (the chat summary, the
+report, the metrics, the status), when a night's next step slot comes. Pure; which of a night's team
+steps are done, in flight, deferred or due is ``jobs.NightJobs``'s answer, read here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from taskzilla_sleep.core.models import STEP_DONE, STEP_NAMES, Run, StepName, StepResult, iso_time
-
-
-@dataclass(frozen=True)
-class TeamJob:
-    team: str
-    steps: tuple[StepName, ...]
-
-
-def done_steps(runs: Sequence[Run]) -> dict[str | None, set[StepName]]:
-    """Per team, the steps these runs (of one slot) finished (ok, or deferred: what the budget or the
-    window left waits for the next night, the slot is done); key None: runs over every team
-    (a night from before team jobs), which count for each team."""
-    done: dict[str | None, set[StepName]] = {}
-    for run in runs:
-        if run.dry_run:
-            continue
-        done.setdefault(run.team, set()).update(s.step for s in run.steps if s.status in STEP_DONE)
-    return done
-
-
-def steps_left(done: dict[str | None, set[StepName]], team: str) -> list[StepName]:
-    finished = done.get(team, set()) | done.get(None, set())
-    return [s for s in STEP_NAMES if s not in finished]
-
-
-def due_jobs(
-    teams: Sequence[str], runs: Sequence[Run], slot_of: Callable[[StepName], datetime], now: datetime
-) -> tuple[list[TeamJob], bool]:
-    """(the jobs due at ``now``, whether every team's night is done)."""
-    done = done_steps(runs)
-    jobs: list[TeamJob] = []
-    complete = True
-    for team in teams:
-        left = steps_left(done, team)
-        if not left:
-            continue
-        complete = False
-        due: list[StepName] = []
-        for step in left:
-            if slot_of(step) > now:
-                break
-            due.append(step)
-        if due:
-            jobs.append(TeamJob(team, tuple(due)))
-    return jobs, complete
+from taskzilla_sleep.night.jobs import NightJobs
 
 
 def next_slot(slot_of: Callable[[StepName], datetime], now: datetime) -> datetime | None:
@@ -97,26 +48,20 @@ def group_nights(runs: Sequence[Run]) -> list[Run]:
 
 def merge_runs(runs: Sequence[Run], slot: str) -> Run:
     """The night of ``slot`` as one run, from its team jobs' runs (the chat summary, the report, the
-    metrics): per step, the counts, LLM use and times of every team's attempts; a team's step is done once
-    one of its attempts succeeded or was deferred (``STEP_DONE``), and the night's step is the worst over
-    its teams (deferred after ok), with every team's deferred lines. The night is
-    unfinished (``finished_at`` None) while a run is, or while a team seen in it has steps left."""
+    metrics): per step, the counts, LLM use and times of every team's attempts; the night's step is the
+    worst of its teams' states (``NightJobs.finals``: deferred after ok), with every team's deferred lines
+    and what they left pending (``deferred_groups``: each team's state, not its attempts summed). The
+    night is unfinished (``finished_at`` None) while ``NightJobs.open``."""
     real = sorted((r for r in runs if not r.dry_run), key=lambda r: (r.started_at, r.id))
     if not real:
         raise ValueError(f"no run recorded for night {slot}")
+    jobs = NightJobs(slot, real)
     steps: list[StepResult] = []
     for name in STEP_NAMES:
-        by_team: dict[str | None, list[StepResult]] = {}
-        for r in real:
-            by_team.setdefault(r.team, []).extend(s for s in r.steps if s.step == name)
-        parts = [s for team_parts in by_team.values() for s in team_parts]
+        parts = [s for r in real for s in r.steps if s.step == name]
         if not parts:
             continue
-        finals = [
-            next((s for s in team_parts if s.status in STEP_DONE), team_parts[-1])
-            for team_parts in by_team.values()
-            if team_parts
-        ]
+        finals = jobs.finals(name)
         worst = max(finals, key=lambda s: _STATUS_RANK[s.status])
         merged = StepResult(step=name, status=worst.status, error=worst.error)
         merged.deferred = [line for s in finals for line in s.deferred]
@@ -126,6 +71,8 @@ def merge_runs(runs: Sequence[Run], slot: str) -> Run:
             merged.llm_calls += part.llm_calls
             merged.prompt_tokens += part.prompt_tokens
             merged.completion_tokens += part.completion_tokens
+        if any("deferred_groups" in s.counts for s in parts):  # what is left pending: each team's state
+            merged.counts["deferred_groups"] = jobs.deferred_groups(name)
         costs = [s.cost_usd for s in parts]
         merged.cost_usd = None if None in costs else round(sum(c for c in costs if c is not None), 6)
         starts = [s.started_at for s in parts if s.started_at is not None]
@@ -133,9 +80,7 @@ def merge_runs(runs: Sequence[Run], slot: str) -> Run:
         merged.started_at = min(starts) if starts else None
         merged.finished_at = max(ends) if ends else None
         steps.append(merged)
-    done = done_steps(real)
-    teams = [t for t in {r.team for r in real} if t is not None]
-    open_ = any(r.finished_at is None for r in real) or any(steps_left(done, t) for t in teams)
+    open_ = jobs.open
     closed = [r for r in real if r.finished_at is not None]
     last = max(closed, key=lambda r: (r.finished_at, r.id)) if closed else None
     before, after = night_sizes(real)
@@ -212,7 +157,9 @@ def run_status(r: Run) -> dict[str, Any]:
 
 
 def night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
-    """A night for the status: its merged steps, and each team job's run (what ran where, when)."""
+    """A night for the status: its merged steps, each team job's run (what ran where, when), and of a
+    scheduled night each team's job state (``NightJobs``: done, in flight, left, deferred)."""
+    jobs = NightJobs(night.slot, runs) if night.slot is not None else None
     return {
         "slot": night.slot,
         "trigger": night.trigger,
@@ -220,4 +167,15 @@ def night_status(night: Run, runs: list[Run]) -> dict[str, Any]:
         "ok": night.finished_at is not None and all(x.status in STEP_DONE for x in night.steps),
         "steps": _steps(night),
         "jobs": [{"id": r.id, "team": r.team, "steps": _steps(r)} for r in runs],
+        "teams": {
+            team: {
+                "done": jobs.done(team),
+                "in_flight": jobs.in_flight(team),
+                "left": jobs.left(team),
+                "deferred": jobs.deferred(team=team),
+            }
+            for team in jobs.teams
+        }
+        if jobs is not None
+        else {},
     }

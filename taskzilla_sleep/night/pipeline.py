@@ -30,6 +30,7 @@ from taskzilla_sleep.memory.index import rebuild_memory
 from taskzilla_sleep.memory.quarantine import settle
 from taskzilla_sleep.memory.reconcile import reconcile
 from taskzilla_sleep.night.budget import Gate, Tally
+from taskzilla_sleep.night.jobs import NightJobs, deferred_lines
 from taskzilla_sleep.night.steps import ORDER, Plan, Step, StepContext
 from taskzilla_sleep.night.steps.base import Abandoned, NoUsableAnswers
 from taskzilla_sleep.stores.ports import ChangeRecord, Embedder, GraphStore, VectorStore
@@ -90,6 +91,8 @@ class NightHooks:
     # What this process's jobs of the same scheduled night spent, shared by the jobs running at once
     # (None: this night's own); other replicas' jobs are seen through the ledger as the night starts.
     tally: Tally | None = None
+    # The scheduled night's job state (a team job's): told each outcome as the ledger records it.
+    jobs: NightJobs | None = None
 
 
 @dataclass
@@ -110,7 +113,7 @@ class NightResult:
     @property
     def deferred(self) -> list[str]:
         """What the budget or the window left for the next night, one line per step and team."""
-        return [f"{s.step} {line}" for s in self.run.steps for line in s.deferred]
+        return deferred_lines(self.run.steps)
 
     def plans_of(self, kind: type[P]) -> list[P]:
         """Every plan of one kind (e.g. ``DistillPlan``), in step and team order."""
@@ -145,6 +148,11 @@ class _Night:
 
     def __init__(self, services: NightServices, request: NightRequest, hooks: NightHooks) -> None:
         self.services, self.request, self.hooks = services, request, hooks
+        if hooks.jobs is not None and (hooks.jobs.slot != request.slot or request.dry_run):
+            # Before anything is written: a night reports to its own slot's jobs only.
+            raise UsageError(
+                f"a run of slot {request.slot} (dry run: {request.dry_run}) reports to night {hooks.jobs.slot}"
+            )
         self.graph, self.llm = services.graph, services.llm
         self.stop = hooks.should_stop or (lambda: False)
         self.stamp = hooks.clock or (lambda: datetime.now(UTC))  # the ledger's times: the worker's clock, else the wall
@@ -258,7 +266,7 @@ class _Night:
             elif b.team_calls is not None or b.team_tokens is not None:
                 self.gate.seed(self.graph.slot_runs(run.slot, run.team), run.team)
         run.sizes_before = store_sizes(self.graph, self.services.vectors, run.team)
-        self.graph.save_run(run)
+        self._save()
         # Before anything plans: finish what a crashed run left half-applied, from its journal.
         for team in mine if mine is not None else self.graph.teams():
             for step in ORDER:
@@ -271,7 +279,7 @@ class _Night:
         res.status = "running"
         res.started_at = self.stamp()
         if not dry_run:
-            self.graph.save_run(self.result.run)  # ops can see which step is in flight
+            self._save()  # ops can see which step is in flight
         t0 = time.perf_counter()
         # This job's calls only: the process's concurrent team jobs share the provider (and its usage).
         job_usage = usage_scope()
@@ -331,7 +339,7 @@ class _Night:
                 **res.counts,
             )
             if not dry_run:
-                self.graph.save_run(self.result.run)
+                self._save()
         return res.status in STEP_DONE
 
     def _estimated(self, res: StepResult, plan: Plan) -> None:
@@ -359,7 +367,13 @@ class _Night:
                 raise
             # A store that failed the step fails this too; the step's error is the news.
             log.warning("sizes_after_unavailable", error=str(exc)[:300])
-        s.graph.save_run(run)
+        self._save()
+
+    def _save(self) -> None:
+        """The run into the ledger, and its new state to the night's jobs (a team job's)."""
+        self.graph.save_run(self.result.run)
+        if self.hooks.jobs is not None:
+            self.hooks.jobs.report(self.result.run)
 
 
 def store_sizes(graph: GraphStore, vectors: VectorStore, team: str | None = None) -> dict[str, int]:

@@ -15,7 +15,8 @@ from taskzilla_sleep.core.models import Run, StepName, StepResult
 from taskzilla_sleep.core.settings import NightBudget
 from taskzilla_sleep.llm.base import LLMUsage
 from taskzilla_sleep.night.budget import Estimate, Gate
-from taskzilla_sleep.night.ledger import done_steps, due_jobs, group_nights, merge_runs, steps_left
+from taskzilla_sleep.night.jobs import NightJobs
+from taskzilla_sleep.night.ledger import group_nights, merge_runs
 from taskzilla_sleep.observe.metrics import build_registry
 from taskzilla_sleep.observe.report.model import build_report
 from taskzilla_sleep.stores.memory import MemoryGraphStore
@@ -167,9 +168,9 @@ def test_a_team_whose_distill_was_deferred_is_done_and_the_night_ok_with_its_def
     night = team_night(0)
     beta = next(r for r in night if r.team == "beta" and r.steps[0].step == "distill")
     beta.steps[0].status, beta.steps[0].deferred = "deferred", ["beta: 2 group(s) deferred (budget: calls)"]
-    assert steps_left(done_steps(night), "beta") == []  # the slot is finished: no replica runs it again
-    due, complete = due_jobs(list(TEAMS), night, lambda _step: T0, T0 + timedelta(hours=1))
-    assert (due, complete) == ([], True)
+    jobs = NightJobs("2026-11-28", night, TEAMS)
+    assert jobs.left("beta") == []  # the slot is finished: no replica runs it again
+    assert (jobs.due_jobs(lambda _step: T0, T0 + timedelta(hours=1)), jobs.complete) == ([], True)
     merged = merge_runs(night, "2026-11-28")
     distill = next(s for s in merged.steps if s.step == "distill")
     assert distill.status == "deferred"  # worse than ok, still done

@@ -23,7 +23,8 @@ from taskzilla_sleep.core.host import _pid_namespace
 from taskzilla_sleep.core.models import STEP_NAMES, Run, StepResult
 from taskzilla_sleep.core.settings import Settings, WatchdogSettings, WorkerSettings
 from taskzilla_sleep.interfaces.worker import Worker
-from taskzilla_sleep.night.ledger import due_jobs, merge_runs
+from taskzilla_sleep.night.jobs import NightJobs
+from taskzilla_sleep.night.ledger import merge_runs
 from taskzilla_sleep.night.pipeline import store_sizes
 from taskzilla_sleep.night.schedule import NightlySchedule
 from taskzilla_sleep.runtime.lease import LEASE_NAME, Lease, exclusive, team_lease_name
@@ -125,8 +126,8 @@ def test_replicas_split_the_teams_and_each_step_runs_once_at_its_slot(
             t.join(timeout=60)
     assert_each_step_once_in_order(services, TEAMS)
     assert SLOT in a._complete or SLOT in b._complete
-    jobs, complete = due_jobs(TEAMS, services.graph.slot_runs(SLOT), lambda s: NIGHT, clock.t)
-    assert jobs == [] and complete
+    jobs = NightJobs.read(services.graph, SLOT, TEAMS)
+    assert jobs.due_jobs(lambda s: NIGHT, clock.t) == [] and jobs.complete
     night = merge_runs(services.graph.slot_runs(SLOT), SLOT)
     assert [s.step for s in night.steps] == list(STEP_NAMES) and all(s.status == "ok" for s in night.steps)
     # Each job recorded its own team's sizes (not the whole store's: that cost grew with the teams);

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from taskzilla_sleep.core.models import STEP_DONE, Run, RunTrigger, StepName, StepResult, StepStatusName, Time
+from taskzilla_sleep.night.jobs import deferred_lines
 from taskzilla_sleep.night.ledger import group_nights
 
 NightStatus = Literal["ok", "failed", "incomplete"]
@@ -91,7 +92,7 @@ class Night(BaseModel):
     @property
     def deferred(self) -> list[str]:
         """What the night's budget or window left for the next night (step, team, groups, why)."""
-        return [f"{s.step} {line}" for s in self.steps for line in s.deferred]
+        return deferred_lines(self.steps)
 
     def size(self, key: str) -> int | None:
         """A store size after the run; live episode vectors fall back to the graph's live episodes."""
