@@ -50,6 +50,7 @@ from taskzilla_sleep.memory.admin.export_file import (
 )
 from taskzilla_sleep.memory.admin.team_copy import copy_as
 from taskzilla_sleep.memory.vector_meta import episode_metadata
+from taskzilla_sleep.rules.beliefs import flagged
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
     ChangeRecord,
@@ -198,9 +199,11 @@ def import_team(
     written = 0
     tell("graph", 0, total)
     episodes: list[EpisodeLine] = items["episode"]
+    # The injection flag is this version's lint's, computed here: a file's flag may be an older lint's,
+    # absent (an export from before flags were kept) or edited by hand; the text is what counts.
     records = [
         EpisodeRecord(
-            Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"})),
+            _flagged(Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"}))),
             e.ingest_hash,
             tuple(Mention(m.key, m.kind, m.name, m.role) for m in e.mentions),
         )
@@ -280,3 +283,8 @@ def _embed(
         )
         tell("vectors", len(live) + i + len(some), total)
     return {"episodes": len(live), "patterns": len(beliefs)}
+
+
+def _flagged(ep: Episode) -> Episode:
+    """``ep`` with the injection flag of its text (none once the text is dropped: nothing left to flag)."""
+    return ep.model_copy(update={"injection": flagged(ep.text) if ep.text else None})

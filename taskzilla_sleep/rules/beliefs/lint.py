@@ -4,6 +4,7 @@ however many said it."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 _INJECTION = [
@@ -127,3 +128,18 @@ def injection(text: str) -> str | None:
                 continue  # "never share passwords in chat", "keys go in the vault, not in Slack"
             return m.group(0).strip()
     return None
+
+
+# Which lint judged a stored flag: a release that changes a pattern changes it, and ``reconcile``
+# flags every stored message of a team again under the new lint (memory/flags.py).
+LINT_VERSION = hashlib.sha256(
+    "\x1f".join(rx.pattern for rx in (*_OTHER_RE, *_INJECTION_RE, _NEGATED_BEFORE, _NEGATED_DESTINATION, _NEGATION))
+    .encode("utf-8")
+).hexdigest()[:12]
+
+
+def flagged(text: str, stored: bool | None = None) -> bool:
+    """Whether a message reads as an order to the assistant or handles secrets: ``stored``, the flag
+    its ingest (or edit) computed once and kept on it, or, when it has none (stored before flags
+    were kept), the lint's answer now: a message without a flag is never taken as clean."""
+    return stored if stored is not None else injection(text) is not None

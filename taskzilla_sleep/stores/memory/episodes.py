@@ -19,6 +19,7 @@ from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,
     EpisodeEdit,
+    EpisodeFlag,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -89,6 +90,7 @@ class MemoryEpisodes(MemoryBase):
                         "distill_night": None,
                         "distill_attempts": 0,
                         "declined_size": 0,
+                        "injection": x.injection,
                     }
                 )
                 self.hashes[x.id] = x.content_hash
@@ -98,6 +100,17 @@ class MemoryEpisodes(MemoryBase):
                 self._link_entities(x.links)
                 done.append(x.id)
             return done
+
+    def flag_episodes(self, flags: Sequence[EpisodeFlag]) -> int:
+        with self._lock:
+            self._maybe_fail()
+            n = 0
+            for f in flags:
+                e = self.episode_nodes.get(f.id)
+                if e is not None and e.status in EPISODE_LIVE and e.text == f.text:
+                    self.episode_nodes[f.id] = e.model_copy(update={"injection": f.injection})
+                    n += 1
+            return n
 
     def _link_entities(self, links: Sequence[EntityLink]) -> None:
         for lk in links:
@@ -153,7 +166,7 @@ class MemoryEpisodes(MemoryBase):
             near = [r for r in self.get_episodes((same or {}).get(e.id, ())) if card(r)]
             repeats = tuple(r.absorbed_by for r in near if r.text == e.text)
             others = tuple((r.id, r.text, r.absorbed_by) for r in near if r.text != e.text)
-            fields = (e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by)
+            fields = (e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by, e.injection)
             out[e.id] = EpisodeCard(*fields, repeats, others)
         return out
 
