@@ -162,8 +162,13 @@ LINE_TYPES: dict[str, type[BaseModel]] = {
 # -- writing ---------------------------------------------------------------------------------------
 
 
+# Derived from what a line holds, not exported (as vectors are not): an import computes it again.
+DERIVED = {"episode": frozenset({"injection"})}  # the injection flag of the text (rules.beliefs.flagged)
+
+
 def line(kind: str, model: BaseModel, **extra: Any) -> str:
-    return json.dumps({"type": kind, **model.model_dump(mode="json"), **extra}, ensure_ascii=False, sort_keys=True)
+    fields = model.model_dump(mode="json", exclude=set(DERIVED.get(kind, ())))
+    return json.dumps({"type": kind, **fields, **extra}, ensure_ascii=False, sort_keys=True)
 
 
 class Writer:

@@ -199,8 +199,8 @@ def import_team(
     written = 0
     tell("graph", 0, total)
     episodes: list[EpisodeLine] = items["episode"]
-    # The injection flag is this version's lint's, computed here: a file's flag may be an older lint's,
-    # absent (an export from before flags were kept) or edited by hand; the text is what counts.
+    # The injection flag is not exported (derived, as vectors are): computed here, by this version's lint,
+    # as an ingest does (a file that holds one anyway, edited by hand, is not trusted with it).
     records = [
         EpisodeRecord(
             _flagged(Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"}))),
