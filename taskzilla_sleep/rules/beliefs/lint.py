@@ -133,8 +133,9 @@ def injection(text: str) -> str | None:
 # Which lint judged a stored flag: a release that changes a pattern changes it, and ``reconcile``
 # flags every stored message of a team again under the new lint (memory/flags.py).
 LINT_VERSION = hashlib.sha256(
-    "\x1f".join(rx.pattern for rx in (*_OTHER_RE, *_INJECTION_RE, _NEGATED_BEFORE, _NEGATED_DESTINATION, _NEGATION))
-    .encode("utf-8")
+    "\x1f".join(
+        rx.pattern for rx in (*_OTHER_RE, *_INJECTION_RE, _NEGATED_BEFORE, _NEGATED_DESTINATION, _NEGATION)
+    ).encode("utf-8")
 ).hexdigest()[:12]
 
 

@@ -166,8 +166,8 @@ class MemoryEpisodes(MemoryBase):
             near = [r for r in self.get_episodes((same or {}).get(e.id, ())) if card(r)]
             repeats = tuple(r.absorbed_by for r in near if r.text == e.text)
             others = tuple((r.id, r.text, r.absorbed_by) for r in near if r.text != e.text)
-            fields = (e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by, e.injection)
-            out[e.id] = EpisodeCard(*fields, repeats, others)
+            fields = (e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by)
+            out[e.id] = EpisodeCard(*fields, e.injection, repeats, others)
         return out
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:
