@@ -1,54 +1,46 @@
-"""The injection flag of stored messages, kept current: the one pass that writes it after ingest.
+"""The injection flag of stored messages: computed once by the ingest or edit that writes a text, and
+the one pass that writes it for a message stored without a current one.
 
-Ingest (and an edit) compute a message's flag once and keep it on the episode (``rules.beliefs.flagged``);
-readers never run the lint again. Two kinds of stored flag are not the current lint's: none at all
-(a message stored before flags were kept: readers lint it as they read it, never taking it as clean)
-and one an older lint computed (a release that changed the lint's patterns: ``LINT_VERSION``).
-:func:`reflag` flags every live message of a team again under the current lint and then records
-that lint's version in the team's ``INJECTION_LINT`` meta key; while the key names the current lint
-it does nothing. ``reconcile`` runs it, so the night (which reconciles its teams first) and
-``taskzilla-sleep reconcile`` after an upgrade both do.
+Ingest (and an edit) compute a message's flag once and keep it on the episode with the version of
+the lint that computed it (``with_flag``; ``rules.beliefs.flagged``, ``LINT_VERSION``); readers never
+run the lint again. A stored message has no current flag when it was stored before flags were kept,
+or flagged by an older lint (a release changed the lint's patterns): readers lint it as they read it,
+never taking it as clean, and :func:`reflag` writes its flag. ``reconcile`` runs it, so the night
+(which reconciles its teams first) and ``taskzilla-sleep reconcile`` after an upgrade both do.
 
 Crash safety: a flag is written only while the episode still holds the text it was computed from
-(``GraphStore.flag_episodes``: an edit since carries its own), and the version last, once every flag is
-written; a pass interrupted anywhere is done again whole by the next, which converges on the same state.
-The key is not exported: an import computes the flags of what it writes itself (``admin/transfer.py``).
+(``GraphStore.flag_episodes``: an edit since carries its own); each write is whole, and a pass
+interrupted anywhere leaves the rest without a current flag, for the next pass.
 """
 
 from __future__ import annotations
 
 import structlog
 
+from taskzilla_sleep.core.models import Episode
 from taskzilla_sleep.rules.beliefs import LINT_VERSION, flagged
 from taskzilla_sleep.stores.ports import EpisodeFlag, GraphStore
 
 log = structlog.get_logger(__name__)
 
-# The version of the lint that judged every stored flag of the team (``rules.beliefs.LINT_VERSION``).
-INJECTION_LINT = "injection_lint:{team}"
 BATCH = 500
 
 
+def with_flag(ep: Episode) -> Episode:
+    """``ep`` with the injection flag of its text, by this lint."""
+    return ep.model_copy(update={"injection": flagged(ep.text), "injection_lint": LINT_VERSION})
+
+
 def reflag(graph: GraphStore, team: str, repair: bool = True) -> int:
-    """Flag every live message of ``team`` whose stored flag is missing or not the current lint's
-    answer, unless the team's flags are known to be the current lint's. Returns how many flags were
-    written (with ``repair``), or would be (without: nothing is written)."""
-    key = INJECTION_LINT.format(team=team)
-    if graph.get_meta(key) == LINT_VERSION:
-        return 0
-    ids = sorted(graph.live_ids(team, "episode"))
-    todo: list[EpisodeFlag] = []
-    for i in range(0, len(ids), BATCH):
-        for e in graph.get_episodes(ids[i : i + BATCH]):
-            now = flagged(e.text)
-            if e.injection is not now:
-                todo.append(EpisodeFlag(e.id, e.text, now))
-    if not repair:
-        return len(todo)
+    """Flag every live message of ``team`` that has no flag by the current lint. Returns how many
+    flags were written (with ``repair``), or would be (without: nothing is written)."""
+    texts = graph.unflagged_episodes(team, LINT_VERSION)
+    if not repair or not texts:
+        return len(texts)
+    todo = [EpisodeFlag(i, t, flagged(t), LINT_VERSION) for i, t in sorted(texts.items())]
+    written = 0
     for i in range(0, len(todo), BATCH):
-        graph.flag_episodes(todo[i : i + BATCH])
-    graph.set_meta(key, LINT_VERSION)
-    if todo:
-        shown = sum(1 for f in todo if f.injection)
-        log.info("injection_flags_written", team=team, episodes=len(todo), flagged=shown, lint=LINT_VERSION)
-    return len(todo)
+        written += graph.flag_episodes(todo[i : i + BATCH])
+    shown = sum(1 for f in todo if f.injection)
+    log.info("injection_flags_written", team=team, episodes=written, flagged=shown, lint=LINT_VERSION)
+    return written

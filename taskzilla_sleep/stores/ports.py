@@ -93,10 +93,15 @@ class EpisodeStore(Protocol):
         injection flag replaces the old text's. One atomic write; returns the ids it changed."""
         ...
 
+    def unflagged_episodes(self, team: str, lint: str) -> dict[str, str]:
+        """Text of each live episode of ``team`` whose injection flag was not computed by ``lint`` (the
+        lint's version): none kept (stored before flags were), or an older lint's."""
+        ...
+
     def flag_episodes(self, flags: Sequence[EpisodeFlag]) -> int:
-        """Set the injection flag of each live episode that still holds exactly its flag's ``text``
-        (an edit or a forget since is left as it is). Idempotent; batched. Returns how many flags it
-        set (one already set to the same value counts)."""
+        """Set the injection flag (and the lint version that computed it) of each live episode that
+        still holds exactly its flag's ``text`` (an edit or a forget since is left as it is).
+        Idempotent; batched. Returns how many it set (one already set to the same value counts)."""
         ...
 
     def stale_edits(self, older_than_s: float = ...) -> dict[str, list[str]]:

@@ -1,9 +1,9 @@
 """The injection flag, one owner (rules/beliefs/lint.py ``flagged``): computed once by the ingest or
-edit that writes a text and kept on the episode; recall and distill's prefilter read it and never
-lint a message again; a message stored before flags were kept is linted as it is read (never taken as
-clean) and reconcile writes its flag (memory/flags.py), as it does when a release changed the lint;
-an export leaves the flag out and an import computes it. On the in-memory fakes (the stores' part
-is in tests/contract/test_graph_store.py)."""
+edit that writes a text and kept on the episode with the lint's version; recall and distill's
+prefilter read it and never lint a message again; a message without a current flag (stored before
+flags were kept, or flagged by an older lint) is linted as it is read (never taken as clean) and
+reconcile writes its flag (memory/flags.py); an export leaves the flag out and an import computes it.
+On the in-memory fakes (every backend: tests/contract/test_injection_flag.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from taskzilla_sleep.core.models import Episode, Provenance
 from taskzilla_sleep.memory.admin.transfer import export_team, import_team
-from taskzilla_sleep.memory.flags import INJECTION_LINT, reflag
+from taskzilla_sleep.memory.flags import reflag
 from taskzilla_sleep.memory.ingest import Ingestor, Limits, WriteDiscipline
 from taskzilla_sleep.memory.recall import query as recall_query
 from taskzilla_sleep.memory.recall import recall
@@ -65,8 +65,9 @@ def lint_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def flag_of(g: MemoryGraphStore, eid: str) -> bool | None:
+    """The flag kept on ``eid``, if the current lint computed it."""
     (e,) = g.get_episodes([eid])
-    return e.injection
+    return e.injection if e.injection_lint == LINT_VERSION else None
 
 
 def old(i: int, text: str, **over: object) -> Episode:
@@ -116,8 +117,8 @@ def test_recall_reads_the_stored_flag_and_never_lints_a_message(
 
 def test_the_stored_flag_decides_not_the_text(stores: tuple[Ingestor, MemoryGraphStore, MemoryVectorStore]) -> None:
     _, g, v = stores
-    # Flagged by the lint that wrote it (a later lint may read it otherwise until reconcile): the flag holds.
-    kept = old(1, CLEAN, injection=True)
+    # Flagged by the lint that wrote it, whatever the text says now: the flag holds.
+    kept = old(1, CLEAN, injection=True, injection_lint=LINT_VERSION)
     g.upsert_episodes([kept], [])
     v.upsert(TEAM, "episodes", [kept.id], [kept.text], [{}])
     assert lint.injection(CLEAN) is None
@@ -139,34 +140,40 @@ def test_a_message_stored_without_a_flag_is_linted_on_read_never_taken_as_clean(
 
 
 def test_prefilter_takes_the_stored_flag_without_linting(lint_calls: list[str]) -> None:
-    e = old(1, CLEAN, injection=False)
+    e = old(1, CLEAN, injection=False, injection_lint=LINT_VERSION)
     assert withheld(e) is None and lint_calls == []
-    assert withheld(old(2, CLEAN, injection=True)) is Withheld.INJECTION and lint_calls == []
+    assert withheld(old(2, CLEAN, injection=True, injection_lint=LINT_VERSION)) is Withheld.INJECTION
+    assert lint_calls == []
+    # An older lint's flag is not taken: this lint answers.
+    assert withheld(old(3, ORDER, injection=False, injection_lint="an-older-lint")) is Withheld.INJECTION
+    assert lint_calls == [ORDER]
 
 
 def test_reflag_writes_the_flags_old_messages_lack_once_and_check_writes_nothing() -> None:
     g = MemoryGraphStore()
-    g.upsert_episodes([old(1, ORDER), old(2, CLEAN), old(3, ORDER, injection=True)], [])
+    current = {"injection": True, "injection_lint": LINT_VERSION}
+    g.upsert_episodes([old(1, ORDER), old(2, CLEAN), old(3, ORDER, **current)], [])
 
     assert reflag(g, TEAM, repair=False) == 2
     assert [flag_of(g, f"ep-{i}") for i in (1, 2)] == [None, None]
-    assert g.get_meta(INJECTION_LINT.format(team=TEAM)) is None
 
     assert reflag(g, TEAM) == 2
     assert [flag_of(g, f"ep-{i}") for i in (1, 2, 3)] == [True, False, True]
-    assert g.get_meta(INJECTION_LINT.format(team=TEAM)) == LINT_VERSION
-    assert reflag(g, TEAM) == 0  # the team's flags are the current lint's: nothing is read
+    assert reflag(g, TEAM) == 0
 
 
-def test_a_changed_lint_flags_the_team_again() -> None:
-    g = MemoryGraphStore()
+def test_a_changed_lint_flags_the_message_again_and_recall_never_takes_the_old_flag() -> None:
+    g, v = MemoryGraphStore(), MemoryVectorStore()
     # Stored by a release whose lint did not know this wording (its flag: clean), then upgraded.
-    g.upsert_episodes([old(1, ORDER, injection=False), old(2, CLEAN, injection=False)], [])
-    g.set_meta(INJECTION_LINT.format(team=TEAM), "an-older-lint")
-    report = reconcile(g, MemoryVectorStore(), repair=True, now=NOW)
-    assert report.reflagged == 1
+    eps = [old(1, ORDER, injection=False, injection_lint="an-older-lint"), old(2, CLEAN, injection=False)]
+    g.upsert_episodes(eps, [])
+    v.upsert(TEAM, "episodes", [e.id for e in eps], [e.text for e in eps], [{}, {}])
+    assert "ep-1" not in [i.id for i in recall(g, v, "Vault rule secrets .env files", NOW, k=5)]
+
+    report = reconcile(g, v, repair=True, now=NOW)
+    assert report.reflagged == 2
     assert [flag_of(g, "ep-1"), flag_of(g, "ep-2")] == [True, False]
-    assert reconcile(g, MemoryVectorStore(), repair=True, now=NOW).reflagged == 0
+    assert reconcile(g, v, repair=True, now=NOW).reflagged == 0
 
 
 def test_a_reflag_interrupted_midway_then_run_again_is_one_whole_pass(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -195,20 +202,19 @@ def test_a_reflag_interrupted_midway_then_run_again_is_one_whole_pass(monkeypatc
     monkeypatch.setattr(g, "flag_episodes", dies)
     with pytest.raises(KeyboardInterrupt):
         reflag(g, TEAM)
-    assert g.get_meta(INJECTION_LINT.format(team=TEAM)) is None  # the version only once every flag is written
+    assert reflag(g, TEAM, repair=False) == 3  # the first batch is written, the rest is left for the next pass
     monkeypatch.setattr(g, "flag_episodes", real)
-    reflag(g, TEAM)
+    assert reflag(g, TEAM) == 3
     assert g.get_episodes([f"ep-{i}" for i in range(5)]) == whole.get_episodes([f"ep-{i}" for i in range(5)])
-    assert g.get_meta(INJECTION_LINT.format(team=TEAM)) == LINT_VERSION
 
 
 def test_an_edit_between_reflags_read_and_write_keeps_the_edits_flag() -> None:
     g = MemoryGraphStore()
-    g.upsert_episodes([old(1, CLEAN, injection=True)], [])
-    # Read CLEAN (flag: clean), then an edit wrote ORDER with its own flag: the stale answer is not written.
-    g.flag_episodes([EpisodeFlag("ep-1", ORDER, False)])
+    g.upsert_episodes([old(1, CLEAN, injection=True, injection_lint=LINT_VERSION)], [])
+    # Read ORDER (flag: an order), then an edit wrote CLEAN with its own flag: the stale answer is not written.
+    assert g.flag_episodes([EpisodeFlag("ep-1", ORDER, False, LINT_VERSION)]) == 0
     assert flag_of(g, "ep-1") is True
-    assert g.flag_episodes([EpisodeFlag("ep-1", CLEAN, False)]) == 1
+    assert g.flag_episodes([EpisodeFlag("ep-1", CLEAN, False, LINT_VERSION)]) == 1
     assert flag_of(g, "ep-1") is False
 
 
@@ -221,11 +227,13 @@ def test_export_leaves_the_flag_out_and_import_computes_it(
     export_team(g, v, TEAM, out, now=NOW)
     lines = out.getvalue().splitlines()
     episodes = [json.loads(x) for x in lines if json.loads(x)["type"] == "episode"]
-    assert len(episodes) == 2 and not any("injection" in e for e in episodes)
+    assert len(episodes) == 2 and not any("injection" in e or "injection_lint" in e for e in episodes)
 
     # A file that claims a flag anyway (edited by hand) is not trusted with it.
     forged = [
-        json.dumps(json.loads(x) | {"injection": False}) if json.loads(x)["type"] == "episode" else x
+        json.dumps(json.loads(x) | {"injection": False, "injection_lint": LINT_VERSION})
+        if json.loads(x)["type"] == "episode"
+        else x
         for x in lines[:-1]
     ]
     target = MemoryGraphStore()

@@ -162,12 +162,13 @@ LINE_TYPES: dict[str, type[BaseModel]] = {
 # -- writing ---------------------------------------------------------------------------------------
 
 
-# Derived from what a line holds, not exported (as vectors are not): an import computes it again.
-DERIVED = {"episode": frozenset({"injection"})}  # the injection flag of the text (rules.beliefs.flagged)
+# An episode's fields derived from its text, not exported (as vectors are not): an import computes
+# them again. The injection flag and the lint version that computed it (rules.beliefs.flagged).
+DERIVED = frozenset({"injection", "injection_lint"})
 
 
 def line(kind: str, model: BaseModel, **extra: Any) -> str:
-    fields = model.model_dump(mode="json", exclude=set(DERIVED.get(kind, ())))
+    fields = model.model_dump(mode="json", exclude=set(DERIVED) if kind == "episode" else None)
     return json.dumps({"type": kind, **fields, **extra}, ensure_ascii=False, sort_keys=True)
 
 

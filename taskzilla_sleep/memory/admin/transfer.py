@@ -39,6 +39,7 @@ from taskzilla_sleep.core.models import (
     Tombstone,
 )
 from taskzilla_sleep.memory.admin.export_file import (
+    DERIVED,
     META_KEYS,
     EpisodeLine,
     MentionLine,
@@ -49,8 +50,8 @@ from taskzilla_sleep.memory.admin.export_file import (
     parse_export,
 )
 from taskzilla_sleep.memory.admin.team_copy import copy_as
+from taskzilla_sleep.memory.flags import with_flag
 from taskzilla_sleep.memory.vector_meta import episode_metadata
-from taskzilla_sleep.rules.beliefs import flagged
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
     ChangeRecord,
@@ -203,7 +204,7 @@ def import_team(
     # as an ingest does (a file that holds one anyway, edited by hand, is not trusted with it).
     records = [
         EpisodeRecord(
-            _flagged(Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"}))),
+            _flagged(Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"} | DERIVED))),
             e.ingest_hash,
             tuple(Mention(m.key, m.kind, m.name, m.role) for m in e.mentions),
         )
@@ -287,4 +288,4 @@ def _embed(
 
 def _flagged(ep: Episode) -> Episode:
     """``ep`` with the injection flag of its text (none once the text is dropped: nothing left to flag)."""
-    return ep.model_copy(update={"injection": flagged(ep.text) if ep.text else None})
+    return with_flag(ep) if ep.text else ep

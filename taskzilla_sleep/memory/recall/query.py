@@ -456,7 +456,7 @@ class _Reader:
         return settled
 
     def _candidate(self, e: EpisodeCard, similarity: float, gone: set[str]) -> EpisodeCandidate | None:
-        if flagged(e.text, e.injection):
+        if flagged(e.text, e.injection, e.injection_lint):
             return None  # chat is data: an order to the assistant, or a secret, is never handed to the bot
         ent = self.ent
         if ent and ent not in (normalize_name(e.author), normalize_name(e.channel)) and ent not in e.text.casefold():

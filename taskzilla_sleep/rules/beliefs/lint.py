@@ -130,8 +130,8 @@ def injection(text: str) -> str | None:
     return None
 
 
-# Which lint judged a stored flag: a release that changes a pattern changes it, and ``reconcile``
-# flags every stored message of a team again under the new lint (memory/flags.py).
+# Which lint judged a stored flag (kept beside it): a release that changes a pattern changes it, so a
+# flag an older lint computed is not taken, and ``reconcile`` writes this one's (memory/flags.py).
 LINT_VERSION = hashlib.sha256(
     "\x1f".join(
         rx.pattern for rx in (*_OTHER_RE, *_INJECTION_RE, _NEGATED_BEFORE, _NEGATED_DESTINATION, _NEGATION)
@@ -139,8 +139,11 @@ LINT_VERSION = hashlib.sha256(
 ).hexdigest()[:12]
 
 
-def flagged(text: str, stored: bool | None = None) -> bool:
+def flagged(text: str, stored: bool | None = None, by: str | None = None) -> bool:
     """Whether a message reads as an order to the assistant or handles secrets: ``stored``, the flag
-    its ingest (or edit) computed once and kept on it, or, when it has none (stored before flags
-    were kept), the lint's answer now: a message without a flag is never taken as clean."""
-    return stored if stored is not None else injection(text) is not None
+    its ingest (or edit) computed once and kept on it, when ``by`` (the lint version that computed
+    it) is this lint; else (stored before flags were kept, or judged by an older lint) the lint's
+    answer now: a message without a current flag is never taken as clean."""
+    if stored is not None and by == LINT_VERSION:
+        return stored
+    return injection(text) is not None

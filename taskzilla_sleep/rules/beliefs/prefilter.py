@@ -11,7 +11,7 @@ is left out for every provider, because it can never state a team's belief, in a
   in a script written without spaces, two characters count as a word);
 - a message made only of questions: every sentence ends with a question mark, in any script;
 - an injection marker: an order to the assistant, a role marker, a secret (the flag kept on the
-  message at ingest, ``lint.flagged``; the lint itself only for one stored before flags were kept).
+  message at ingest, ``lint.flagged``; the lint itself only for one without a current flag).
 
 Everything else goes to the judge, which decides what is a belief.
 """
@@ -58,7 +58,7 @@ def withheld(ep: Episode) -> Withheld | None:
         return Withheld.CHATTER
     if only_questions(plain):
         return Withheld.QUESTION
-    if flagged(ep.text, ep.injection):
+    if flagged(ep.text, ep.injection, ep.injection_lint):
         return Withheld.INJECTION
     return None
 

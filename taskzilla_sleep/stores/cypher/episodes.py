@@ -152,15 +152,23 @@ class CypherEpisodes(CypherBase):
                 "edited_at": to_ms(x.edited_at),
                 "content_hash": x.content_hash,
                 "injection": x.injection,
+                "injection_lint": x.injection_lint,
                 "links": [link_row(lk) for lk in x.links],
             }
             for x in edits
         ]
         return [str(r["id"]) for r in self._write(Q["edit_episodes"], {"rows": rows, "live": live_statuses("episode")})]
 
+    def unflagged_episodes(self, team: str, lint: str) -> dict[str, str]:
+        rows = self._read(Q["unflagged_episodes"], {"team": team, "lint": lint, "live": live_statuses("episode")})
+        return {str(r["id"]): str(r["text"] or "") for r in rows}
+
     def flag_episodes(self, flags: Sequence[EpisodeFlag]) -> int:
         n = 0
-        for part in chunks([{"id": f.id, "text": f.text, "injection": f.injection} for f in flags], self._batch):
+        rows = [
+            {"id": f.id, "text": f.text, "injection": f.injection, "injection_lint": f.injection_lint} for f in flags
+        ]
+        for part in chunks(rows, self._batch):
             for r in self._write(Q["flag_episodes"], {"rows": part, "live": live_statuses("episode")}):
                 n += int(r["n"])
         return n
