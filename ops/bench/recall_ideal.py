@@ -35,6 +35,7 @@ def build(week: Week, embedder: Any) -> tuple[Any, Any, datetime]:
         PatternStatus,
         Provenance,
     )
+    from taskzilla_sleep.memory.flags import with_flag
     from taskzilla_sleep.stores.memory import MemoryGraphStore, MemoryVectorStore
 
     gold, team = week.gold, week.gold.team
@@ -52,7 +53,7 @@ def build(week: Week, embedder: Any) -> tuple[Any, Any, datetime]:
         )
         for e in week.episodes
     ]
-    graph.upsert_episodes(eps, [])
+    graph.upsert_episodes([with_flag(e) for e in eps], [])  # flagged, as ingest stores them
     vectors.upsert(team, "episodes", [e.id for e in eps], [e.text for e in eps], [{}] * len(eps))
     by_id = {e.id: e for e in eps}
     at = max(e.ts for e in eps)

@@ -280,6 +280,12 @@ class Episode(BaseModel):
     # The size of the largest group holding it that the model found no belief in (0: none). Such a
     # group is asked again only once enough messages it did not see have joined it.
     declined_size: int = 0
+    # The injection lint flagged its text (an order to the assistant, a role marker, a secret): computed
+    # once, by the ingest or edit that wrote the text (``rules.beliefs.flagged``), and kept with the
+    # lint's version. None (stored before flags were kept) or another version (an older lint's): readers
+    # ask the lint, never take it as clean, and reconcile writes the current one (memory/flags.py).
+    injection: bool | None = None
+    injection_lint: str | None = None
 
     def content(self) -> dict[str, str | int]:
         """The fields of CONTENT_FIELDS as the graph stores them (ts in epoch ms)."""

@@ -290,12 +290,15 @@ def cmd_reconcile(args: argparse.Namespace, settings: Settings, secrets: Secrets
     if report.stale_edits:
         what = "found" if args.check else "finished"
         text += f"; {what} {report.stale_edits} edits an interrupted ingest left pending"
+    if report.reflagged:
+        what = "found" if args.check else "wrote"
+        text += f"; {what} {report.reflagged} injection flags missing or judged by an older lint"
     if report.rebuild_leftovers:
         what = "found" if args.check else "dropped"
         text += f"; {what} what an interrupted collection rebuild left: {', '.join(report.rebuild_leftovers)}"
     data = report.model_dump(mode="json") | {"drift": report.drift, "repaired": report.repaired}
     data["in_flight"] = report.in_flight
-    totals = {k: data[k] for k in ("repair", "stale_stages", "stale_edits", "quarantined", "drift")}
+    totals = {k: data[k] for k in ("repair", "stale_stages", "stale_edits", "reflagged", "quarantined", "drift")}
     totals |= {"missing": report.missing, "orphans": report.orphans, "repaired": report.repaired}
     shown.finish(totals, f"done in {shown.elapsed():.1f} s: {text}")
     emit(args, data, text)

@@ -36,8 +36,10 @@ from taskzilla_sleep.core.models import (
 from taskzilla_sleep.core.settings import ConnectorRule, IngestSettings
 from taskzilla_sleep.memory.admin.forget import DEFAULT_FLOOR
 from taskzilla_sleep.memory.edits import edit_verdict, finish_edits, version_of
+from taskzilla_sleep.memory.flags import with_flag
 from taskzilla_sleep.memory.inflight import announced
 from taskzilla_sleep.memory.vector_meta import episode_metadata
+from taskzilla_sleep.rules.beliefs import LINT_VERSION, flagged
 from taskzilla_sleep.rules.entities import EntityExtractor
 from taskzilla_sleep.stores.ports import EpisodeEdit, GraphStore, StoredEpisode, VectorStore
 
@@ -414,7 +416,9 @@ class Ingestor:
                 errors.append(LineError(source, n, "id", clash))
         self._raise_if(errors)
         existing = {i: s.status for i, s in stored.items()}
-        new = [e for _, e in kept if e.id not in existing]
+        # The injection flag is computed here, once, for what this ingest writes (new texts and edits):
+        # readers use it and never run the lint again (rules/beliefs/lint.py, ``flagged``).
+        new = [with_flag(e) for _, e in kept if e.id not in existing]
         report.present = len(kept) - len(new)
         report.new_ids = [e.id for e in new]
         progress.skipped, progress.present = report.skipped, report.present
@@ -467,7 +471,10 @@ class Ingestor:
 
     def _edit(self, ep: Episode) -> EpisodeEdit:
         assert ep.edited_at is not None  # edit_verdict applies only versions with an edit time
-        return EpisodeEdit(ep.id, ep.team, ep.text, ep.edited_at, ep.content_hash(), tuple(self._extractor.links(ep)))
+        links = tuple(self._extractor.links(ep))
+        return EpisodeEdit(
+            ep.id, ep.team, ep.text, ep.edited_at, ep.content_hash(), links, flagged(ep.text), LINT_VERSION
+        )
 
     @staticmethod
     def _raise_if(errors: Sequence[LineError]) -> None:

@@ -10,6 +10,9 @@ An ingest in flight is not drift: the episodes an announced ingest (``inflight.p
 still embedding are left out — counted as ``in_flight``, neither reported as drift nor embedded
 twice — whichever process runs the ingest and whichever runs the reconcile.
 
+It also keeps the injection flags of stored messages the current lint's (``flags.reflag``): those
+stored before flags were kept, or flagged by a lint a release has since changed.
+
 An edit whose follow-up (re-scoring, the new vector) a killed ingest left pending for
 ``EDIT_STALE_AFTER_S`` is finished here (``ingest.finish_edits``): its writer is gone.
 """
@@ -25,6 +28,7 @@ from pydantic import BaseModel, Field
 from taskzilla_sleep.memory import inflight
 from taskzilla_sleep.memory.admin.forget import DEFAULT_FLOOR
 from taskzilla_sleep.memory.edits import finish_edits
+from taskzilla_sleep.memory.flags import reflag
 from taskzilla_sleep.memory.quarantine import settle
 from taskzilla_sleep.memory.vector_meta import episode_metadata, pattern_metadata
 from taskzilla_sleep.stores.ports import GraphStore, ItemKind, MetaValue, VectorKind, VectorStore
@@ -50,6 +54,7 @@ class ReconcileReport(BaseModel):
     repair: bool
     by_team: dict[str, dict[str, DriftCounts]] = Field(default_factory=dict)
     stale_stages: int = 0  # ingests interrupted mid-write whose invisible staged episodes were dropped
+    reflagged: int = 0  # stored messages whose injection flag was missing or an older lint's (written unless --check)
     stale_edits: int = 0  # edits whose follow-up an interrupted ingest left pending (finished unless --check)
     quarantined: int = 0  # stored items found unreadable (quarantined unless --check)
     rebuild_leftovers: list[str] = Field(
@@ -104,6 +109,7 @@ def reconcile(
     if progress is not None:
         progress(0, total)
     for t, team in enumerate(teams):
+        report.reflagged += reflag(graph, team, repair=repair)
         for k, (kind, vkind) in enumerate(KINDS):
             live = graph.live_ids(team, kind)
             present = vectors.present(team, vkind)
@@ -142,6 +148,7 @@ def reconcile(
         in_flight=report.in_flight,
         stale_stages=report.stale_stages,
         stale_edits=report.stale_edits,
+        reflagged=report.reflagged,
         quarantined=report.quarantined,
         rebuild_leftovers=len(report.rebuild_leftovers),
     )

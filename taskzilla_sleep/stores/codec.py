@@ -97,6 +97,8 @@ def episode_props(ep: Episode) -> Row:
         "distill_attempts": ep.distill_attempts or None,
         "distill_night": ep.distill_night,
         "declined_size": ep.declined_size or None,
+        "injection": ep.injection,
+        "injection_lint": ep.injection_lint,
         "content_hash": ep.content_hash(),
     }
     return {k: v for k, v in props.items() if v is not None}
@@ -126,7 +128,16 @@ def episode_from_props(p: Row) -> Episode:
         distill_attempts=int(p.get("distill_attempts") or 0),
         distill_night=p.get("distill_night"),
         declined_size=int(p.get("declined_size") or 0),
+        injection=_flag(p.get("injection")),
+        injection_lint=p.get("injection_lint"),
     )
+
+
+def _flag(v: object) -> bool | None:
+    """A stored injection flag: a boolean, or None when none was kept (anything else is unreadable)."""
+    if v is None or isinstance(v, bool):
+        return v
+    raise TypeError(f"injection flag is {type(v).__name__}, not a boolean")
 
 
 def episode_card_from_row(r: Row) -> EpisodeCard:
@@ -140,6 +151,8 @@ def episode_card_from_row(r: Row) -> EpisodeCard:
         provenance=Provenance(r["provenance"]),
         status=EpisodeStatus(r["status"]),
         absorbed_by=None if r["absorbed_by"] is None else str(r["absorbed_by"]),
+        injection=_flag(r.get("injection")),
+        injection_lint=None if r.get("injection_lint") is None else str(r["injection_lint"]),
         # A repeat's owner comes in a list of one: a list that collect keeps when the owner is null.
         repeats=tuple(None if o[0] is None else str(o[0]) for o in r.get("repeats") or ()),
         others=tuple((str(i), str(t or ""), None if o is None else str(o)) for i, t, o in r.get("others") or ()),

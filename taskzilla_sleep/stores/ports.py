@@ -32,6 +32,7 @@ from taskzilla_sleep.stores.records import (
     ChangeRecord,
     EpisodeCard,
     EpisodeEdit,
+    EpisodeFlag,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -88,8 +89,19 @@ class EpisodeStore(Protocol):
         stored text is of an edit as new or newer: text, content hash and ``edited_at`` set, the episode
         raw again and undistilled (absorption, distill marks and EVIDENCED_BY links dropped: the new
         text is judged afresh), its MENTIONS replaced by the edit's links, and ``edit_pending`` set (to
-        the graph's clock) until the caller's follow-up (re-scoring, re-embedding) clears it. One atomic write; returns
-        the ids it changed."""
+        the graph's clock) until the caller's follow-up (re-scoring, re-embedding) clears it; the edit's
+        injection flag replaces the old text's. One atomic write; returns the ids it changed."""
+        ...
+
+    def unflagged_episodes(self, team: str, lint: str) -> dict[str, str]:
+        """Text of each live episode of ``team`` whose injection flag was not computed by ``lint`` (the
+        lint's version): none kept (stored before flags were), or an older lint's."""
+        ...
+
+    def flag_episodes(self, flags: Sequence[EpisodeFlag]) -> int:
+        """Set the injection flag (and the lint version that computed it) of each live episode that
+        still holds exactly its flag's ``text`` (an edit or a forget since is left as it is).
+        Idempotent; batched. Returns how many it set (one already set to the same value counts)."""
         ...
 
     def stale_edits(self, older_than_s: float = ...) -> dict[str, list[str]]:
@@ -527,6 +539,7 @@ __all__ = [
     "EpisodeStore",
     "EpisodeCard",
     "EpisodeEdit",
+    "EpisodeFlag",
     "EpisodeUpdate",
     "Forgetting",
     "GraphBackend",

@@ -49,6 +49,19 @@ class EpisodeEdit:
     edited_at: datetime
     content_hash: str
     links: tuple[EntityLink, ...]
+    injection: bool  # the injection lint's flag of the new text (``rules.beliefs.flagged``), kept with it
+    injection_lint: str  # the version of the lint that computed it
+
+
+@dataclass(frozen=True)
+class EpisodeFlag:
+    """The injection flag of a stored episode's text (``flag_episodes``): written only while the
+    episode still holds exactly ``text`` (an edit since carries its own)."""
+
+    id: str
+    text: str
+    injection: bool
+    injection_lint: str
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,8 @@ class EpisodeCard:
     provenance: Provenance
     status: EpisodeStatus
     absorbed_by: str | None
+    injection: bool | None  # the flag kept at ingest (None: stored before flags were kept)
+    injection_lint: str | None  # the version of the lint that computed it
     # Of the ids asked about with it (``episode_cards``' ``same``) that would be cards themselves:
     # the owner (absorbed_by) of each holding exactly its text, and (id, text, owner) of the others.
     repeats: tuple[str | None, ...] = ()

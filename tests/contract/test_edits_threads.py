@@ -20,6 +20,7 @@ from taskzilla_sleep.memory import reconcile as reconcile_module
 from taskzilla_sleep.memory.admin import export_team, import_team
 from taskzilla_sleep.memory.ingest import EpisodeFileError
 from taskzilla_sleep.memory.reconcile import reconcile
+from taskzilla_sleep.rules.beliefs import LINT_VERSION, flagged
 from taskzilla_sleep.stores.ports import EpisodeEdit, EpisodeUpdate, GraphStore
 from tests.contract.test_cycle import Stack
 from tests.contract.test_graph_store import T0, ep, links, pat
@@ -31,7 +32,8 @@ def edit(e: Episode, text: str, minutes: int, team: str = TEAM) -> EpisodeEdit:
     """An edit of ``e`` made ``minutes`` after T0, with the links its text gives."""
     at = T0 + timedelta(minutes=minutes)
     after = e.model_copy(update={"text": text, "edited_at": at})
-    return EpisodeEdit(e.id, team, text, at, after.content_hash(), tuple(links([after])))
+    flag = (flagged(text), LINT_VERSION)
+    return EpisodeEdit(e.id, team, text, at, after.content_hash(), tuple(links([after])), *flag)
 
 
 # -- the graph store's ports ------------------------------------------------------------------------

@@ -29,7 +29,7 @@ READS = {
     "later_changes", "lease_state", "live_ids", "live_texts", "night_runs", "pattern_cards", "pattern_edges",
     "pattern_links", "patterns", "patterns_by_id", "patterns_in_dispute", "pending_raw_episodes", "ping", "runs",
     "slot_done", "slot_runs", "stale_raw_episodes", "stored_episodes", "take_poisoned", "teams", "tombstones",
-    "oldest_alert_at", "team_counts", "replies", "stale_edits",
+    "oldest_alert_at", "team_counts", "replies", "stale_edits", "unflagged_episodes",
 }  # fmt: skip
 
 

@@ -162,8 +162,14 @@ LINE_TYPES: dict[str, type[BaseModel]] = {
 # -- writing ---------------------------------------------------------------------------------------
 
 
+# An episode's fields derived from its text, not exported (as vectors are not): an import computes
+# them again. The injection flag and the lint version that computed it (rules.beliefs.flagged).
+DERIVED = frozenset({"injection", "injection_lint"})
+
+
 def line(kind: str, model: BaseModel, **extra: Any) -> str:
-    return json.dumps({"type": kind, **model.model_dump(mode="json"), **extra}, ensure_ascii=False, sort_keys=True)
+    fields = model.model_dump(mode="json", exclude=set(DERIVED) if kind == "episode" else None)
+    return json.dumps({"type": kind, **fields, **extra}, ensure_ascii=False, sort_keys=True)
 
 
 class Writer:

@@ -39,6 +39,7 @@ from taskzilla_sleep.core.models import (
     Tombstone,
 )
 from taskzilla_sleep.memory.admin.export_file import (
+    DERIVED,
     META_KEYS,
     EpisodeLine,
     MentionLine,
@@ -49,6 +50,7 @@ from taskzilla_sleep.memory.admin.export_file import (
     parse_export,
 )
 from taskzilla_sleep.memory.admin.team_copy import copy_as
+from taskzilla_sleep.memory.flags import with_flag
 from taskzilla_sleep.memory.vector_meta import episode_metadata
 from taskzilla_sleep.stores.ports import (
     AlertRecord,
@@ -198,9 +200,11 @@ def import_team(
     written = 0
     tell("graph", 0, total)
     episodes: list[EpisodeLine] = items["episode"]
+    # The injection flag is not exported (derived, as vectors are): computed here, by this version's lint,
+    # as an ingest does (a file that holds one anyway, edited by hand, is not trusted with it).
     records = [
         EpisodeRecord(
-            Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"})),
+            _flagged(Episode.model_validate(e.model_dump(exclude={"type", "ingest_hash", "mentions"} | DERIVED))),
             e.ingest_hash,
             tuple(Mention(m.key, m.kind, m.name, m.role) for m in e.mentions),
         )
@@ -280,3 +284,8 @@ def _embed(
         )
         tell("vectors", len(live) + i + len(some), total)
     return {"episodes": len(live), "patterns": len(beliefs)}
+
+
+def _flagged(ep: Episode) -> Episode:
+    """``ep`` with the injection flag of its text (none once the text is dropped: nothing left to flag)."""
+    return with_flag(ep) if ep.text else ep

@@ -37,6 +37,7 @@ UNRECORDED_WRITES: Mapping[str, str] = {
     "drop_stale_stages": "what an interrupted ingest left invisible",
     "edit_episodes": "ingest: a message's edit arriving (a newer text), not a change a night makes",
     "link_replies": "ingest: a reply's link to the message it answers",
+    "flag_episodes": "reconcile: a message's injection flag, derived from its text by the current lint",
     "restore_episodes": "import",
     "restore_pattern_links": "import",
     "restore_contradictions": "import",

@@ -5,7 +5,8 @@ the best of them (``select``); a live belief comes before the raw messages it is
 and hides the messages it was distilled from. Nothing under ``min_similarity`` is returned.
 The bot's own drafts (``ai-draft`` episodes) are never memory: left out unless asked for, and then
 labelled. Nor is a text the injection lint flags (an order to the assistant, a role marker, a
-secret), a message's or a belief's: it stays in the store, but the bot never gets it back. A
+secret), a message's (the flag its ingest kept on it) or a belief's (its statement, linted here): it
+stays in the store, but the bot never gets it back. A
 contested belief is never shown alone: the belief it contradicts comes right after it, both naming
 the contradiction, so the bot can say that the team has not settled it (an update's new belief
 first). A belief a person's resolution replaced (superseded), and the messages it absorbed, come
@@ -43,7 +44,7 @@ from taskzilla_sleep.memory.recall.select import (
     pick,
     same_text,
 )
-from taskzilla_sleep.rules.beliefs import injection
+from taskzilla_sleep.rules.beliefs import flagged, injection
 from taskzilla_sleep.stores.ports import EpisodeCard, GraphStore, VectorHit, VectorStore
 
 # Episode hits read from the graph up to each bound in turn (in k), until enough are found; the last
@@ -462,7 +463,7 @@ class _Reader:
         return settled
 
     def _candidate(self, e: EpisodeCard, similarity: float, gone: set[str]) -> EpisodeCandidate | None:
-        if injection(e.text) is not None:
+        if flagged(e.text, e.injection, e.injection_lint):
             return None  # chat is data: an order to the assistant, or a secret, is never handed to the bot
         ent = self.ent
         if ent and ent not in (normalize_name(e.author), normalize_name(e.channel)) and ent not in e.text.casefold():

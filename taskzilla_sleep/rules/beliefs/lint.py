@@ -4,6 +4,7 @@ however many said it."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 _INJECTION = [
@@ -127,3 +128,22 @@ def injection(text: str) -> str | None:
                 continue  # "never share passwords in chat", "keys go in the vault, not in Slack"
             return m.group(0).strip()
     return None
+
+
+# Which lint judged a stored flag (kept beside it): a release that changes a pattern changes it, so a
+# flag an older lint computed is not taken, and ``reconcile`` writes this one's (memory/flags.py).
+LINT_VERSION = hashlib.sha256(
+    "\x1f".join(
+        rx.pattern for rx in (*_OTHER_RE, *_INJECTION_RE, _NEGATED_BEFORE, _NEGATED_DESTINATION, _NEGATION)
+    ).encode("utf-8")
+).hexdigest()[:12]
+
+
+def flagged(text: str, stored: bool | None = None, by: str | None = None) -> bool:
+    """Whether a message reads as an order to the assistant or handles secrets: ``stored``, the flag
+    its ingest (or edit) computed once and kept on it, when ``by`` (the lint version that computed
+    it) is this lint; else (stored before flags were kept, or judged by an older lint) the lint's
+    answer now: a message without a current flag is never taken as clean."""
+    if stored is not None and by == LINT_VERSION:
+        return stored
+    return injection(text) is not None

@@ -10,7 +10,8 @@ is left out for every provider, because it can never state a team's belief, in a
 - chatter: fewer than ``MIN_WORDS`` words that hold a letter ("ok", "thx!!", "+1", "👍", "morning all";
   in a script written without spaces, two characters count as a word);
 - a message made only of questions: every sentence ends with a question mark, in any script;
-- an injection marker (``lint.injection``): an order to the assistant, a role marker, a secret.
+- an injection marker: an order to the assistant, a role marker, a secret (the flag kept on the
+  message at ingest, ``lint.flagged``; the lint itself only for one without a current flag).
 
 Everything else goes to the judge, which decides what is a belief.
 """
@@ -21,7 +22,7 @@ import re
 from enum import StrEnum
 
 from taskzilla_sleep.core.models import Episode, EpisodeStatus, Provenance
-from taskzilla_sleep.rules.beliefs.lint import injection
+from taskzilla_sleep.rules.beliefs.lint import flagged
 from taskzilla_sleep.rules.beliefs.reading import LINK_OR_CODE
 
 MIN_WORDS = 3
@@ -57,7 +58,7 @@ def withheld(ep: Episode) -> Withheld | None:
         return Withheld.CHATTER
     if only_questions(plain):
         return Withheld.QUESTION
-    if injection(ep.text) is not None:
+    if flagged(ep.text, ep.injection, ep.injection_lint):
         return Withheld.INJECTION
     return None
 

@@ -46,6 +46,7 @@ from taskzilla_sleep.stores.executor import Row
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,
     EpisodeEdit,
+    EpisodeFlag,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -150,11 +151,27 @@ class CypherEpisodes(CypherBase):
                 "text": x.text,
                 "edited_at": to_ms(x.edited_at),
                 "content_hash": x.content_hash,
+                "injection": x.injection,
+                "injection_lint": x.injection_lint,
                 "links": [link_row(lk) for lk in x.links],
             }
             for x in edits
         ]
         return [str(r["id"]) for r in self._write(Q["edit_episodes"], {"rows": rows, "live": live_statuses("episode")})]
+
+    def unflagged_episodes(self, team: str, lint: str) -> dict[str, str]:
+        rows = self._read(Q["unflagged_episodes"], {"team": team, "lint": lint, "live": live_statuses("episode")})
+        return {str(r["id"]): str(r["text"] or "") for r in rows}
+
+    def flag_episodes(self, flags: Sequence[EpisodeFlag]) -> int:
+        n = 0
+        rows = [
+            {"id": f.id, "text": f.text, "injection": f.injection, "injection_lint": f.injection_lint} for f in flags
+        ]
+        for part in chunks(rows, self._batch):
+            for r in self._write(Q["flag_episodes"], {"rows": part, "live": live_statuses("episode")}):
+                n += int(r["n"])
+        return n
 
     def stale_edits(self, older_than_s: float = STAGE_STALE_AFTER_S) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

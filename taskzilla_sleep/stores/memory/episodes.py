@@ -19,6 +19,7 @@ from taskzilla_sleep.stores.memory.base import MemoryBase
 from taskzilla_sleep.stores.ports import (
     EpisodeCard,
     EpisodeEdit,
+    EpisodeFlag,
     EpisodeRecord,
     EpisodeUpdate,
     Forgetting,
@@ -89,6 +90,8 @@ class MemoryEpisodes(MemoryBase):
                         "distill_night": None,
                         "distill_attempts": 0,
                         "declined_size": 0,
+                        "injection": x.injection,
+                        "injection_lint": x.injection_lint,
                     }
                 )
                 self.hashes[x.id] = x.content_hash
@@ -98,6 +101,26 @@ class MemoryEpisodes(MemoryBase):
                 self._link_entities(x.links)
                 done.append(x.id)
             return done
+
+    def unflagged_episodes(self, team: str, lint: str) -> dict[str, str]:
+        with self._lock:
+            return {
+                e.id: e.text
+                for e in self.episode_nodes.values()
+                if e.team == team and e.status in EPISODE_LIVE and e.injection_lint != lint
+            }
+
+    def flag_episodes(self, flags: Sequence[EpisodeFlag]) -> int:
+        with self._lock:
+            self._maybe_fail()
+            n = 0
+            for f in flags:
+                e = self.episode_nodes.get(f.id)
+                if e is not None and e.status in EPISODE_LIVE and e.text == f.text:
+                    update = {"injection": f.injection, "injection_lint": f.injection_lint}
+                    self.episode_nodes[f.id] = e.model_copy(update=update)
+                    n += 1
+            return n
 
     def _link_entities(self, links: Sequence[EntityLink]) -> None:
         for lk in links:
@@ -154,7 +177,7 @@ class MemoryEpisodes(MemoryBase):
             repeats = tuple(r.absorbed_by for r in near if r.text == e.text)
             others = tuple((r.id, r.text, r.absorbed_by) for r in near if r.text != e.text)
             fields = (e.id, e.team, e.channel, e.author, e.text, e.ts, e.provenance, e.status, e.absorbed_by)
-            out[e.id] = EpisodeCard(*fields, repeats, others)
+            out[e.id] = EpisodeCard(*fields, e.injection, e.injection_lint, repeats, others)
         return out
 
     def live_texts(self, team: str, kind: ItemKind, ids: Sequence[str]) -> dict[str, str]:

@@ -18,7 +18,7 @@ UNWIND $rows AS r
 MATCH (e:Episode {id: r.id})
 WHERE e.team = r.team AND e.status IN $live AND coalesce(e.edited_at, -1) < r.edited_at
 SET e.text = r.text, e.content_hash = r.content_hash, e.edited_at = r.edited_at, e.edit_pending = timestamp(),
-    e.status = 'raw', e.schema_absorbed = 0
+    e.status = 'raw', e.schema_absorbed = 0, e.injection = r.injection, e.injection_lint = r.injection_lint
 // One property cleared per SET: FalkorDB 4.16 clears the wrong ones when one SET (or REMOVE) clears
 // several (FalkorDB#1787; tests/contract/test_graph_store.py).
 SET e.absorbed_by = null
@@ -42,6 +42,19 @@ FOREACH (l IN r.links |
     ON MATCH SET n.team = coalesce(n.team, l.team), n.kind = coalesce(n.kind, l.kind), n.name = coalesce(n.name, l.name)
     MERGE (e)-[:MENTIONS {role: l.role}]->(n))
 RETURN e.id AS id
+
+// -- unflagged_episodes --
+MATCH (e:Episode)
+WHERE e.team = $team AND e.status IN $live AND coalesce(e.injection_lint, '') <> $lint
+RETURN e.id AS id, e.text AS text
+
+// -- flag_episodes --
+// Only while the episode holds the text the flag was computed from: an edit since wrote its own.
+UNWIND $rows AS r
+MATCH (e:Episode {id: r.id})
+WHERE e.status IN $live AND e.text = r.text
+SET e.injection = r.injection, e.injection_lint = r.injection_lint
+RETURN count(e) AS n
 
 // -- stale_edits --
 MATCH (e:Episode)
@@ -132,7 +145,8 @@ UNWIND CASE WHEN size(row.same) = 0 THEN [null] ELSE row.same END AS same
 OPTIONAL MATCH (r:Episode {id: same})
 WHERE r.status IN $live AND ($drafts OR r.provenance <> 'ai-draft')
 RETURN e.id AS id, e.team AS team, e.channel AS channel, e.author AS author, e.text AS text, e.ts AS ts,
-       e.provenance AS provenance, e.status AS status, e.absorbed_by AS absorbed_by,
+       e.provenance AS provenance, e.status AS status, e.absorbed_by AS absorbed_by, e.injection AS injection,
+       e.injection_lint AS injection_lint,
        collect(CASE WHEN r.text = e.text THEN [r.absorbed_by] END) AS repeats,
        collect(CASE WHEN r.text <> e.text THEN [r.id, r.text, r.absorbed_by] END) AS others
 
