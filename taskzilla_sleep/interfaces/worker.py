@@ -95,6 +95,7 @@ class Worker:
             gate=self.gate,
             exclusive=lambda: exclusive(services.graph, self.settings.worker.lease_ttl_s, "api", FORGET_WAIT_S),
             instruments=services.instruments,
+            recall_pool=services.recall_pool,
         )
         self.port: int | None = None
         self._started_at = clock.now()  # a night whose slot passed before this is a catch-up

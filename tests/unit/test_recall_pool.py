@@ -101,3 +101,22 @@ def test_a_caller_may_pass_any_executor() -> None:
     graph, vectors, ran = stores()
     got = recall(graph, vectors, "lunch noon", NIGHT + timedelta(days=1), pool=Inline())
     assert [i.id for i in got] == ["ep-1"] and ran == [threading.current_thread()]
+
+
+def test_the_workers_api_recalls_run_on_the_services_pool(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    from taskzilla_sleep.core.settings import Settings, WatchdogSettings
+    from taskzilla_sleep.interfaces.worker import Worker
+    from taskzilla_sleep.night.schedule import RealClock
+
+    graph, vectors, ran = stores()
+    settings = Settings(data_dir=tmp_path, watchdog=WatchdogSettings(enabled=False))
+    services = Services(settings, graph, vectors, HashEmbedder())
+    try:
+        worker = Worker(services, RealClock(ZoneInfo(settings.schedule.timezone)), serve_api=False)
+        assert [i.id for i in worker.memory.recall(OPEN, TEAM, "lunch noon")] == ["ep-1"]
+        assert worker.memory.recall_pool is services.recall_pool
+        assert ran and all(t.name.startswith("recall-query") for t in ran)
+    finally:
+        services.close()
