@@ -457,3 +457,23 @@ def test_starting_lasts_only_with_the_time_it_starts_from(text: str, kind: Kind)
 def test_no_new_reports_an_absence_it_forbids_nothing(text: str, kind: Kind) -> None:
     """A report of "no new crash clusters" says what was seen; a prohibition names what is not done."""
     assert statement_kind(text, PEOPLE) is kind
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("release notes for 3.2 up, reviews pls", False),
+        ("migration plan posted, feedback welcome", False),
+        ("capacity sheet for Q3 ready, comments appreciated. PTAL", False),
+        ("hiring rubric draft is in the team folder, thoughts please", False),
+        ("team dinner friday at the thai place", False),
+        # The same words that do make a rule:
+        ("Please review PRs within one working day", True),
+        ("Reviews please before anything merges to main, every time", True),
+        ("the team always writes the retro notes in the wiki", True),
+    ],
+)
+def test_a_request_for_eyes_and_a_team_place_are_no_team_marker(text: str, rule: bool) -> None:
+    """ "reviews pls" asks once for eyes on what was just posted; "the team folder" is a place. Neither
+    makes a report or an arrangement a rule; a rule that says please is still one."""
+    assert (statement_kind(text, PEOPLE) is Kind.BELIEF) is rule

@@ -39,6 +39,9 @@ class RecallItem(BaseModel):
     # that is (the other side of its contradiction, or the belief it replaced).
     similarity: float | None
     matched_evidence: str | None = None  # a belief's message whose similarity it is (None: the statement's)
+    # Beliefs: the share of the question's words its statement holds, rarer words (among the beliefs
+    # read) weighing more; it ranks the belief higher by ``WORDS_WEIGHT`` times this (recall.select).
+    shared_words: float | None = None
     confidence: float | None = None  # beliefs only (a pinned fact: 1.0)
     status: ItemStatus | None = None
     contradiction: ContradictionRef | None = None

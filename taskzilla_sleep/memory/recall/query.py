@@ -33,6 +33,7 @@ from taskzilla_sleep.core.models import (
     normalize_name,
 )
 from taskzilla_sleep.memory.quarantine import settle
+from taskzilla_sleep.memory.recall import words
 from taskzilla_sleep.memory.recall.item import MAX_EVIDENCE_IDS, ContradictionRef, RecallItem
 from taskzilla_sleep.memory.recall.select import (
     MIN_SIMILARITY,
@@ -103,7 +104,8 @@ def recall(
     read = _read_beliefs(graph, found, min_similarity, known)
     # A belief scores the best of its statement and its evidence among the episode hits (ids and
     # distances: the beliefs' evidence lists are read with them, nothing more is read for this).
-    score = _Scores(read.statement, {h.id: round(h.similarity, 4) for f in hits.values() for h in f.result()})
+    near = {h.id: round(h.similarity, 4) for f in hits.values() for h in f.result()}
+    score = _Scores(read.statement, near, words.shared(query, {i: p.statement for i, p in read.full.items()}))
     choose = _Choice(score, ent, k, include_superseded, min_similarity)
     beliefs = choose(read.full, read.statement)
     related = _related(graph, beliefs, read, include_superseded)
@@ -119,6 +121,8 @@ def recall(
     late = sorted(o for o in owners if o not in read.full and known.get(o) in PATTERN_LIVE)
     if late:
         read.add(*graph.patterns_in_dispute(late))
+        score = _Scores(read.statement, near, words.shared(query, {i: p.statement for i, p in read.full.items()}))
+        choose = replace(choose, score=score)
         beliefs = choose(read.full, [*read.statement, *late])
         related = _related(graph, beliefs, read, include_superseded)
         picked = pick(beliefs, eps, k, related.covers(beliefs), related.lead(beliefs))
@@ -128,7 +132,9 @@ def recall(
     return items
 
 
-def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1, via: str | None = None) -> RecallItem:
+def belief_item(
+    p: Pattern, similarity: float | None, duplicates: int = 1, via: str | None = None, shared_words: float | None = None
+) -> RecallItem:
     superseded = p.status is PatternStatus.SUPERSEDED or p.superseded_by is not None
     return RecallItem(
         kind="fact" if p.pinned else "pattern",
@@ -137,6 +143,7 @@ def belief_item(p: Pattern, similarity: float | None, duplicates: int = 1, via: 
         text=p.statement,
         similarity=similarity,
         matched_evidence=via,
+        shared_words=shared_words,
         confidence=p.confidence,
         status=p.status.value,
         time=p.first_seen if p.pinned else p.last_seen,
@@ -207,6 +214,7 @@ class _Scores:
 
     statement: Mapping[str, float]  # pattern hits
     near: Mapping[str, float]  # episode hits
+    shared: Mapping[str, float] = field(default_factory=dict)  # the question's words each statement holds
 
     def __call__(self, p: Pattern) -> tuple[float | None, str | None]:
         """The score and, when a supporting message gave it, that message's id."""
@@ -220,7 +228,7 @@ class _Scores:
 
     def item(self, p: Pattern) -> RecallItem:
         similarity, via = self(p)
-        return belief_item(p, similarity, via=via)
+        return belief_item(p, similarity, via=via, shared_words=self.shared.get(p.id))
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ by its score, a message by its similarity. A belief's score is the best of its s
 to the question and its supporting messages' (the episode query's hits that are its evidence): a
 belief is found through any message it holds, and ranks where that message would.
 
-The ranking: pinned facts first; then beliefs and raw messages by closeness to the question, where
-a live belief (active, or the new side of an open update) gets ``BELIEF_MARGIN``: it comes before a
-raw message that is less than the margin closer. Messages of the bot and messages that state a
-replaced value (evidence of a superseded belief or of the old side of an open update) come after
-all the others: a reminder that lags a change, or the old value, never stands before the belief.
+The ranking: pinned facts first; then beliefs and raw messages by closeness to the question (a
+belief's closeness adds ``WORDS_WEIGHT`` times the share of the question's words its statement
+holds: ``words.shared``), where a live belief (active, or the new side of an open update) gets
+``BELIEF_MARGIN``: it comes before a raw message that is less than the margin closer. Messages of
+the bot and messages that state a replaced value (evidence of a superseded belief or of the old
+side of an open update) come after all the others: a reminder that lags a change, or the old
+value, never stands before the belief.
 Beliefs are chosen by score x confidence; raw episodes only when fewer than k beliefs answer well
 (score >= GOOD_ENOUGH). De-duplication comes before every cut, so the k slots hold k distinct things:
 a belief shown hides the episodes it was distilled from that rank below it (with its score, all of
@@ -31,6 +33,10 @@ MIN_SIMILARITY = RecallSettings().min_similarity  # the setting ``recall.min_sim
 # belief that answers it. Measured on the hard-case corpus: BENCHMARKS.md, *Recall answers with the belief*.
 BELIEF_MARGIN = 0.15
 GOOD_ENOUGH = 0.35  # with this many good beliefs, no raw episode is needed
+# A belief ranks as if this much times the share of the question's words its statement holds
+# (``words.shared``) were added to its closeness: the embedder reads English, the words any language.
+# Measured on the hard-case corpus: BENCHMARKS.md, *Recall answers with the belief*.
+WORDS_WEIGHT = 0.2
 
 # (not a fact, ranked after the others, -closeness, an episode, id): smaller ranks first.
 Key = tuple[bool, bool, float, bool, str]
@@ -41,14 +47,19 @@ def same_text(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+def closeness(i: RecallItem) -> float:
+    """What ranks an item: its similarity, and for a belief the words it shares with the question."""
+    return (i.similarity or 0.0) + WORDS_WEIGHT * (i.shared_words or 0.0)
+
+
 def belief_key(i: RecallItem) -> tuple[bool, float, str]:
-    return (i.kind != "fact", -((i.similarity or 0.0) * (i.confidence or 0.0)), i.id)
+    return (i.kind != "fact", -(closeness(i) * (i.confidence or 0.0)), i.id)
 
 
 def final_key(i: RecallItem, lead: bool = False, after: bool = False) -> Key:
     """One ranking by closeness to the question: facts first; a live belief (``lead``) with
     BELIEF_MARGIN; a message of the bot or of a replaced value (``after``) after all the others."""
-    close = (i.similarity or 0.0) + (BELIEF_MARGIN if lead else 0.0)
+    close = closeness(i) + (BELIEF_MARGIN if lead else 0.0)
     return (i.kind != "fact", after, -round(close, 4), i.kind == "episode", i.id)
 
 

@@ -139,6 +139,18 @@ _EXPECTATION = re.compile(
     r"live|land|arrive|finish|hold|help|happen|come|break|fail)\b",
     re.I,
 )
+# Words that look like a team marker and are not one: a request for eyes on something just posted
+# ("postmortem draft up, reviews pls", "doc is up, comments welcome", "PTAL") asks once, it is no
+# rule; "the team drive" is a place, not the team speaking.
+_NO_MARKER = re.compile(
+    r"\b(reviews?|feedback|eyes|thoughts|comments|input|a look|approvals?)\s+(pls|plz|please|welcome|appreciated)\b|"
+    r"\b(pls|plz|please)\s+(review|take a look|have a look|comment|approve)\b"
+    r"(?=\s*(it|this|them|thanks|thx|ty)?\s*([.!,;]|$))|"
+    r"\bptal\b|"
+    r"\b(the\s+)?team(['’]s)?\s+(drive|calendar|wiki|folder|sheet|spreadsheet|inbox|mailbox|lunch|dinner|offsite|photo|"
+    r"outing|drinks|party)\b",
+    re.I,
+)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'll|i'd|me|my|mine|myself)\b(?!['’-])", re.I)
 _ADVICE = re.compile(
     r"\byou\b[^.!?]{0,20}\b(can|could|might|may|need to|needs to|have to|should|must|will|'ll)\b", re.I
@@ -204,6 +216,7 @@ def _statement_kind(text: str, people: frozenset[str]) -> Kind:
         return Kind.QUESTION
     # "Morning team!" greets; it says nothing about the team. "The build should pass now" expects.
     stated = [s for s in stated if not _GREETING.match(s)] or stated
+    stated = [_NO_MARKER.sub(" ", s) for s in stated]
     body = _EXPECTATION.sub(" ", " ".join(stated))
     team = _TEAM.search(body) is not None or any(_IMPERATIVE.search(x) for x in stated)
     speaks_for_team = (
