@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
@@ -65,6 +66,18 @@ def describe(c: Contradiction, beliefs: Mapping[str, Pattern]) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class _Decision:
+    """What a person decided on a contradiction (``resolve``'s arguments)."""
+
+    cid: str
+    keep: Keep
+    by: str
+    note: str | None
+    now: datetime
+    floor: float
+
+
 def resolve(
     graph: GraphStore,
     vectors: VectorStore,
@@ -87,7 +100,7 @@ def resolve(
         by=by.strip() or "unknown",
     )
     team = graph.get_contradiction(cid).team
-    done = _apply(recorded(graph, change, team), vectors, cid, keep, by, note, now, floor)
+    done = _apply(recorded(graph, change, team), vectors, _Decision(cid, keep, by, note, now, floor))
     try:
         Outbox(graph).answer_resolution(done, now)
     except StoreError as exc:
@@ -96,17 +109,9 @@ def resolve(
     return done
 
 
-def _apply(
-    graph: GraphStore,
-    vectors: VectorStore,
-    cid: str,
-    keep: Keep,
-    by: str,
-    note: str | None,
-    now: datetime,
-    floor: float,
-) -> Contradiction:
+def _apply(graph: GraphStore, vectors: VectorStore, d: _Decision) -> Contradiction:
     """The decision's writes (``graph``: recorded into the resolution's change), after its checks."""
+    cid, keep, by, note, now, floor = d.cid, d.keep, d.by, d.note, d.now, d.floor
     if not by.strip():
         raise InputError("resolve: --by NAME is required (who decided)")
     for what, value in (("--by", by), ("--note", note or "")):
