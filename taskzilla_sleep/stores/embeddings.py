@@ -25,6 +25,7 @@ from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_
 
 from taskzilla_sleep.core.errors import LLMError, StoreError
 from taskzilla_sleep.core.logs import adopt_vendor_handlers
+from taskzilla_sleep.rules.beliefs.language import BUNDLED_EMBEDDER_READS
 from taskzilla_sleep.stores.ports import Embedder
 
 log = structlog.get_logger(__name__)
@@ -88,6 +89,7 @@ class OfflineMiniLM(ONNXMiniLM_L6_V2):
     # collection made with it is never reopened through the parent's downloading code. Typed
     # as ``str`` for the Embedder protocol; Chroma's ``name()`` calls still work (_ChromaName).
     name: str = _ChromaName(MINILM_NAME)  # type: ignore[assignment]
+    languages = BUNDLED_EMBEDDER_READS  # the languages its similarities compare meanings in
 
     def __init__(self, batch_size: int = 64, num_threads: int | None = None) -> None:
         # The parent only imports onnxruntime/tokenizers/tqdm here; it loads nothing.

@@ -6,7 +6,12 @@ belief gate, change cues, negation, rare topic words) and the offline provider r
 - with a model, they are never a filter in front of it (``prefilter`` is language-neutral); the
   belief gate is one more guard on absorption, only for a message in a language it reads;
 - the offline provider judges only messages in a language it reads, and counts the others per team
-  ("38 % of team X's messages are not in a language the offline judgement reads").
+  ("38 % of team X's messages are not in a language the offline judgement reads");
+- the bundled embedder (MiniLM) compares meanings in English only (``BUNDLED_EMBEDDER_READS``): text
+  of another language sits close to any other text of it, so its similarity says nothing there.
+  Absorbing a message (which decay later retires) needs the gate or the embedder to read its
+  language (``reads``); an embedder that declares no languages (litellm, chosen by the operator for
+  the team's languages) is taken at its word.
 
 The language comes from py3langid (langid.py's model, from the registry; no download), asked among
 the languages chat teams commonly write. A message of fewer than ``MIN_WORDS`` words is too short to
@@ -24,6 +29,8 @@ from taskzilla_sleep.rules.beliefs.reading import LINK_OR_CODE
 
 # What the rules of ``beliefs`` and the offline provider read.
 RULES_READ: frozenset[str] = frozenset({"en"})
+# What the bundled embedder (all-MiniLM-L6-v2) compares meanings in: its ``languages``.
+BUNDLED_EMBEDDER_READS: frozenset[str] = frozenset({"en"})
 # The languages a message is told among (ISO 639-1): asking among fewer makes a short message's
 # guess better than among all 97 the model knows.
 CANDIDATES: tuple[str, ...] = (
@@ -58,3 +65,11 @@ def rules_read(text: str) -> bool:
     """Do the product's own (English) rules read this message? A message too short to tell: yes."""
     lang = language_of(text)
     return lang is None or lang in RULES_READ
+
+
+def reads(languages: frozenset[str] | None, text: str) -> bool:
+    """Is ``text`` in one of ``languages`` (None: any language)? A message too short to tell: yes."""
+    if languages is None:
+        return True
+    lang = language_of(text)
+    return lang is None or lang in languages

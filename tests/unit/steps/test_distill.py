@@ -302,3 +302,28 @@ def test_retry_releases_the_given_up_episodes_and_the_next_night_asks_again(fake
     assert len(fake.llm.asked) == asked + 1
     assert [p.statement for p in fake.graph.patterns(TEAM)] == [STATEMENT]
     assert retry.release_given_up(fake.graph, [TEAM]) == {TEAM: 0}  # nothing left: a no-op
+
+
+GERMAN = [
+    ("martin", "Pull Requests bleiben bei uns immer klein, unter 300 geänderten Zeilen."),
+    ("sara", "Pull Requests bleiben bei uns immer klein, unter 300 geänderten Zeilen bitte."),
+    ("joost", "Bitte: Pull Requests bleiben bei uns immer klein, unter 300 geänderten Zeilen."),
+    ("priya", "Pull Requests bleiben bei uns immer klein, unter 300 geänderten Zeilen, danke."),
+]
+
+
+def test_a_message_neither_the_gate_nor_the_embedder_reads_is_evidence_never_absorbed(fake: Fake) -> None:
+    """An English embedder finds any two German texts close, and the gate reads English: nothing can
+    tell that a German message states the belief, so it stays raw (decay never retires it). An
+    embedder that declares no languages (litellm, chosen for the team) is taken at its word."""
+    members = [
+        episode(f"g{i}", text, author, ts=DAY - timedelta(days=1 if i < 2 else 0))
+        for i, (author, text) in enumerate(GERMAN)
+    ]
+    answer = (draft("Pull Requests bleiben bei uns immer klein, unter 300 geänderten Zeilen.", members),)
+    english = distill.decide(inputs(members, answer, embedder_reads=frozenset({"en"})), fake.settings, NIGHT)
+    (change,) = english.changes
+    assert change.action == "add" and sorted(change.pattern.evidence_ids) == sorted(e.id for e in members)
+    assert change.absorb == []
+    any_language = distill.decide(inputs(members, answer, embedder_reads=None), fake.settings, NIGHT)
+    assert sorted(any_language.changes[0].absorb) == sorted(e.id for e in members)

@@ -25,7 +25,7 @@ from taskzilla_sleep.night.steps.base import Vector
 from taskzilla_sleep.night.steps.distill.plan import DistillPlan, PatternChange, digest
 from taskzilla_sleep.night.steps.distill.read import DistillInputs, names_of, slots_of
 from taskzilla_sleep.rules.beliefs import Slots, injection, is_belief, mentioned_numbers, slots, value_conflict
-from taskzilla_sleep.rules.beliefs.language import rules_read
+from taskzilla_sleep.rules.beliefs.language import reads, rules_read
 from taskzilla_sleep.rules.beliefs.prefilter import only_questions
 from taskzilla_sleep.rules.policies import (
     STRONG_SIMILARITY,
@@ -237,7 +237,7 @@ def _rescore(work: _Working) -> None:
     plan, inputs, s, now = work.plan, work.inputs, work.s, work.now
     working, changes, evidence = work.patterns, work.changes, work.evidence
     pattern_vectors = work.pattern_vectors
-    states = _states_it(s, working, evidence, inputs.episode_vectors, pattern_vectors, inputs.people)
+    states = _states_it(s, working, evidence, inputs.episode_vectors, pattern_vectors, inputs)
     for pid, pat in sorted(working.items()):
         if pat.pinned:
             continue
@@ -429,10 +429,11 @@ def _states_it(
     evidence: Mapping[str, Episode],
     episode_vectors: Mapping[str, Vector],
     pattern_vectors: Mapping[str, Vector],
-    people: frozenset[str],
+    inputs: DistillInputs,
 ) -> dict[str, set[str]]:
     """Per pattern, its raw evidence that states it: a belief statement (the gate), as close to the
-    pattern's statement as ``distill.absorb_similarity``, and disagreeing with it on no slot."""
+    pattern's statement as ``distill.absorb_similarity``, and disagreeing with it on no slot; in a
+    language the gate or the embedder reads (otherwise nothing can tell that it states it)."""
     out: dict[str, set[str]] = {}
     for pid, pat in working.items():
         ids = [i for i in pat.evidence_ids if i in evidence and evidence[i].status is EpisodeStatus.RAW]
@@ -443,8 +444,10 @@ def _states_it(
         for i in ids:
             text = evidence[i].text
             # The belief gate reads English: one more guard where it reads the message, none elsewhere.
-            if i not in episode_vectors or (rules_read(text) and not is_belief(text, people)):
+            if i not in episode_vectors or (rules_read(text) and not is_belief(text, inputs.people)):
                 continue
+            if not rules_read(text) and not reads(inputs.embedder_reads, text):
+                continue  # an English embedder finds any two German texts close: it proves nothing
             sim = float(episode_vectors[i] @ pattern_vectors[pid])
             if sim >= s.absorb_similarity and not disagree(slots(evidence[i].text), stated, sim):
                 out[pid].add(i)

@@ -64,6 +64,8 @@ class DistillInputs:
     withheld: Mapping[str, int] = field(default_factory=dict)  # not shown to the judge, by reason (prefilter)
     shown: int = 0  # messages shown to the judge (in the topics asked)
     unread: int = 0  # ... of them, in a language the judge does not read (the offline rules: English only)
+    # The languages the embedder compares meanings in (None: any, as its operator chose it): ``language.reads``.
+    embedder_reads: frozenset[str] | None = None
 
 
 def last_distill(graph: GraphStore, team: str) -> datetime | None:
@@ -176,6 +178,7 @@ def read(ctx: StepContext) -> DistillInputs:
         withheld=dict(sorted(withheld.items())),
         shown=len(shown),
         unread=unread,
+        embedder_reads=getattr(ctx.embedder, "languages", None),
     )
 
 
