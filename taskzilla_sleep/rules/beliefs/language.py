@@ -63,8 +63,7 @@ def language_of(text: str) -> str | None:
 
 def rules_read(text: str) -> bool:
     """Do the product's own (English) rules read this message? A message too short to tell: yes."""
-    lang = language_of(text)
-    return lang is None or lang in RULES_READ
+    return reads(RULES_READ, text)
 
 
 def reads(languages: frozenset[str] | None, text: str) -> bool:

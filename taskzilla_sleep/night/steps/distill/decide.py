@@ -443,11 +443,12 @@ def _states_it(
         out[pid] = set()
         for i in ids:
             text = evidence[i].text
-            # The belief gate reads English: one more guard where it reads the message, none elsewhere.
-            if i not in episode_vectors or (rules_read(text) and not is_belief(text, inputs.people)):
+            if i not in episode_vectors:
                 continue
-            if not rules_read(text) and not reads(inputs.embedder_reads, text):
-                continue  # an English embedder finds any two German texts close: it proves nothing
+            # The belief gate reads English: one more guard where it reads the message; elsewhere the
+            # embedder must read it (an English embedder finds any two German texts close).
+            if not (is_belief(text, inputs.people) if rules_read(text) else reads(inputs.embedder_reads, text)):
+                continue
             sim = float(episode_vectors[i] @ pattern_vectors[pid])
             if sim >= s.absorb_similarity and not disagree(slots(evidence[i].text), stated, sim):
                 out[pid].add(i)
