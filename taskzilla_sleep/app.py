@@ -85,11 +85,13 @@ class Services:
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    from taskzilla_sleep.stores.embeddings import LiteLLMEmbedder, OfflineMiniLM
+    from taskzilla_sleep.stores.embeddings import LiteLLMEmbedder, OfflineMiniLM, OfflineMultilingual
 
     e = settings.embeddings
     if e.provider == "litellm":
         return LiteLLMEmbedder(model=e.model, api_base=e.api_base, timeout_s=e.timeout_s, batch_size=e.batch_size)
+    if e.provider == "multilingual":
+        return OfflineMultilingual(batch_size=e.batch_size)
     return OfflineMiniLM()
 
 

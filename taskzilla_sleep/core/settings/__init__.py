@@ -46,6 +46,7 @@ from taskzilla_sleep.core.settings.sections import (
     WorkerSettings,
     _Section,
 )
+from taskzilla_sleep.core.settings.similarity import on_scale
 
 __all__ = [
     "ENV_PREFIX",
@@ -249,7 +250,7 @@ def load_settings(
     if tree.get("data_dir") in (None, ""):
         tree["data_dir"] = str(default_data_dir(env))
     try:
-        return Settings.model_validate(tree)
+        return on_scale(Settings.model_validate(tree))
     except ValidationError as exc:
         failure = exc
     err = failure.errors()[0]

@@ -114,7 +114,8 @@ class VectorSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    provider: Literal["offline", "litellm"] = "offline"
+    # offline: MiniLM (English); multilingual: multilingual-e5-small (extra `multilingual`); litellm
+    provider: Literal["offline", "multilingual", "litellm"] = "offline"
     model: str = "all-MiniLM-L6-v2"
     api_base: str | None = None
     batch_size: int = Field(default=64, ge=1, le=2048)

@@ -1,0 +1,77 @@
+"""Similarity thresholds are written in the bundled MiniLM's scale; another embedder's cosines are not.
+
+Every threshold below compares two embeddings by cosine. Their values (``default.yaml``, a config
+file, ``--set``) are MiniLM's: measured on the hard-case corpus with it. An embedder whose cosines
+sit elsewhere ships a *scale*: pairs (MiniLM value, its own value at the same quantile of real chat),
+and the settings hold the converted value once the embedder is known (``on_scale``). One conversion
+for every threshold, rather than a hand-tuned profile per threshold: what the corpus taught about
+MiniLM's ``0.4`` is what the other embedder's ``0.305`` means.
+
+The multilingual embedder's scale comes from ``ops/bench/multilingual_calibrate.py`` (Ubuntu IRC,
+not the corpus) and is stored with its centre in ``data/multilingual-e5-small.json``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from taskzilla_sleep.core.settings import Settings
+
+# (section, field) of every setting that is a cosine similarity.
+SIMILARITY_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("prune", "match_threshold"),
+    ("distill", "similarity_threshold"),
+    ("distill", "match_threshold"),
+    ("distill", "absorb_similarity"),
+    ("distill", "topic_threshold"),
+    ("distill", "support_similarity"),
+    ("distill", "min_cohesion"),
+    ("reflect", "min_similarity"),
+    ("reflect", "conflict_similarity"),
+    ("recall", "min_similarity"),
+)
+MULTILINGUAL_DATA = "data/multilingual-e5-small.json"
+
+
+@functools.cache
+def multilingual_calibration() -> dict[str, Any]:
+    """The multilingual embedder's centre and scale (packaged data)."""
+    text = resources.files("taskzilla_sleep").joinpath(MULTILINGUAL_DATA).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def convert(value: float, scale: Sequence[Sequence[float]]) -> float:
+    """``value`` (MiniLM's scale) on the other embedder's scale: linear between the scale's points."""
+    points = sorted((float(a), float(b)) for a, b in scale)
+    if value <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+        if value <= x1:
+            return round(y0 + (y1 - y0) * (value - x0) / (x1 - x0), 4) if x1 > x0 else y1
+    return points[-1][1]
+
+
+def scale_of(provider: str) -> Sequence[Sequence[float]] | None:
+    """The scale of the embedder ``embeddings.provider`` names; None: MiniLM's own, or unknown (litellm)."""
+    if provider == "multilingual":
+        scale: Sequence[Sequence[float]] = multilingual_calibration()["scale"]
+        return scale
+    return None
+
+
+def on_scale(settings: Settings) -> Settings:
+    """``settings`` with every similarity threshold converted to its embedder's scale."""
+    scale = scale_of(settings.embeddings.provider)
+    if scale is None:
+        return settings
+    sections: dict[str, dict[str, float]] = {}
+    for section, name in SIMILARITY_SETTINGS:
+        sections.setdefault(section, {})[name] = convert(getattr(getattr(settings, section), name), scale)
+    update = {s: getattr(settings, s).model_copy(update=fields) for s, fields in sections.items()}
+    return settings.model_copy(update=update)
