@@ -15,7 +15,8 @@ from taskzilla_sleep.app import build_embedder
 from taskzilla_sleep.core.errors import StoreError
 from taskzilla_sleep.core.settings import Settings, load_settings
 from taskzilla_sleep.core.settings.similarity import (
-    SIMILARITY_SETTINGS,
+    FINDING,
+    GUARDS,
     convert,
     multilingual_calibration,
     scale_of,
@@ -41,14 +42,16 @@ def test_the_packaged_calibration_is_monotone_and_has_the_models_dimension() -> 
     assert all(0.0 <= y <= x for x, y in cal["scale"])
 
 
-def test_every_similarity_setting_is_converted_for_the_multilingual_embedder(tmp_path: Path) -> None:
+def test_what_finds_is_converted_for_the_multilingual_embedder_and_no_guard_is_loosened(tmp_path: Path) -> None:
     minilm = load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)})
     multi = load_settings(env={"TASKZILLA_DATA_DIR": str(tmp_path)}, overrides={"embeddings.provider": "multilingual"})
     scale = scale_of("multilingual")
     assert scale is not None and scale_of("offline") is None and scale_of("litellm") is None
-    for section, name in SIMILARITY_SETTINGS:
+    for section, name in FINDING:
         before, after = getattr(getattr(minilm, section), name), getattr(getattr(multi, section), name)
         assert after == convert(before, scale) and after < before, (section, name, before, after)
+    for section, name in GUARDS:
+        assert getattr(getattr(multi, section), name) == getattr(getattr(minilm, section), name), (section, name)
     # Nothing else changes.
     assert multi.distill.min_authors == minilm.distill.min_authors
     assert multi.distill.confidence_floor == minilm.distill.confidence_floor
@@ -75,8 +78,8 @@ def _similarity_fields() -> set[tuple[str, str]]:
 
 
 def test_no_similarity_setting_is_left_out_of_the_conversion() -> None:
-    # A new threshold on MiniLM's scale that the list misses would mean something else with another embedder.
-    assert _similarity_fields() == set(SIMILARITY_SETTINGS)
+    # A new threshold on MiniLM's scale must say whether it finds (converted) or guards (kept).
+    assert _similarity_fields() == set(FINDING) | set(GUARDS) and not set(FINDING) & set(GUARDS)
 
 
 def test_the_provider_builds_its_embedder(tmp_path: Path) -> None:

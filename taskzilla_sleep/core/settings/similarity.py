@@ -2,10 +2,16 @@
 
 Every threshold below compares two embeddings by cosine. Their values (``default.yaml``, a config
 file, ``--set``) are MiniLM's: measured on the hard-case corpus with it. An embedder whose cosines
-sit elsewhere ships a *scale*: pairs (MiniLM value, its own value at the same quantile of real chat),
-and the settings hold the converted value once the embedder is known (``on_scale``). One conversion
-for every threshold, rather than a hand-tuned profile per threshold: what the corpus taught about
-MiniLM's ``0.4`` is what the other embedder's ``0.305`` means.
+sit elsewhere ships a *scale*: pairs (MiniLM value, its own value at the same quantile of real chat).
+Two kinds of threshold, treated apart (``on_scale``):
+
+- what *finds* candidates (topics for the model, the messages a belief may cite, the pairs reflect
+  compares, what prune keeps, recall's floor) is converted, so that the same candidates are found;
+- what *guards* (absorbing a message, a catch-all's cohesion, a contradiction set whatever the model
+  said, the offline grouping, a pinned fact's match) keeps its number. The multilingual embedder's
+  cosines are lower than MiniLM's, so the same number is stricter there: a change of embedder never
+  loosens a guard. (Converting the guards too was measured: the careless lazy model then absorbed
+  45 non-belief messages on the translated weeks and the oracle got 3 false contradictions.)
 
 The multilingual embedder's scale comes from ``ops/bench/multilingual_calibrate.py`` (Ubuntu IRC,
 not the corpus) and is stored with its centre in ``data/multilingual-e5-small.json``.
@@ -22,18 +28,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from taskzilla_sleep.core.settings import Settings
 
-# (section, field) of every setting that is a cosine similarity.
-SIMILARITY_SETTINGS: tuple[tuple[str, str], ...] = (
+# (section, field) of every setting that is a cosine similarity: those that find candidates (converted
+# to the embedder's scale) and those that guard (kept).
+FINDING: tuple[tuple[str, str], ...] = (
     ("prune", "match_threshold"),
+    ("distill", "topic_threshold"),
+    ("distill", "support_similarity"),
+    ("reflect", "min_similarity"),
+    ("recall", "min_similarity"),
+)
+GUARDS: tuple[tuple[str, str], ...] = (
     ("distill", "similarity_threshold"),
     ("distill", "match_threshold"),
     ("distill", "absorb_similarity"),
-    ("distill", "topic_threshold"),
-    ("distill", "support_similarity"),
     ("distill", "min_cohesion"),
-    ("reflect", "min_similarity"),
     ("reflect", "conflict_similarity"),
-    ("recall", "min_similarity"),
 )
 MULTILINGUAL_DATA = "data/multilingual-e5-small.json"
 
@@ -66,12 +75,12 @@ def scale_of(provider: str) -> Sequence[Sequence[float]] | None:
 
 
 def on_scale(settings: Settings) -> Settings:
-    """``settings`` with every similarity threshold converted to its embedder's scale."""
+    """``settings`` with every threshold that finds candidates converted to its embedder's scale."""
     scale = scale_of(settings.embeddings.provider)
     if scale is None:
         return settings
     sections: dict[str, dict[str, float]] = {}
-    for section, name in SIMILARITY_SETTINGS:
+    for section, name in FINDING:
         sections.setdefault(section, {})[name] = convert(getattr(getattr(settings, section), name), scale)
     update = {s: getattr(settings, s).model_copy(update=fields) for s, fields in sections.items()}
     return settings.model_copy(update=update)
