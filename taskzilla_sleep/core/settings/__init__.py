@@ -46,7 +46,7 @@ from taskzilla_sleep.core.settings.sections import (
     WorkerSettings,
     _Section,
 )
-from taskzilla_sleep.core.settings.similarity import on_scale
+from taskzilla_sleep.core.settings.similarity import FINDING, convert, scale_of
 
 __all__ = [
     "ENV_PREFIX",
@@ -279,6 +279,18 @@ def load_settings(
         # neither the cause nor the context of what a traceback or a log line shows.
         raise ConfigError(msg)
     raise ConfigError(msg) from failure
+
+
+def on_scale(settings: Settings) -> Settings:
+    """``settings`` with every threshold that finds candidates converted to its embedder's scale."""
+    scale = scale_of(settings.embeddings.provider)
+    if scale is None:
+        return settings
+    sections: dict[str, dict[str, float]] = {}
+    for section, name in FINDING:
+        sections.setdefault(section, {})[name] = convert(getattr(getattr(settings, section), name), scale)
+    update = {s: getattr(settings, s).model_copy(update=fields) for s, fields in sections.items()}
+    return settings.model_copy(update=update)
 
 
 HIDDEN_VALUES = ("vector.headers",)  # settings whose values an error shows as *** (headers may carry a token)

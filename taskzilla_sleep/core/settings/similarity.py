@@ -3,7 +3,7 @@
 Every threshold below compares two embeddings by cosine. Their values (``default.yaml``, a config
 file, ``--set``) are MiniLM's: measured on the hard-case corpus with it. An embedder whose cosines
 sit elsewhere ships a *scale*: pairs (MiniLM value, its own value at the same quantile of real chat).
-Two kinds of threshold, treated apart (``on_scale``):
+Two kinds of threshold, treated apart (``core.settings.on_scale``):
 
 - what *finds* candidates (topics for the model, the messages a belief may cite, the pairs reflect
   compares, what prune keeps, recall's floor) is converted, so that the same candidates are found;
@@ -23,10 +23,7 @@ import functools
 import json
 from collections.abc import Sequence
 from importlib import resources
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from taskzilla_sleep.core.settings import Settings
+from typing import Any
 
 # (section, field) of every setting that is a cosine similarity: those that find candidates (converted
 # to the embedder's scale) and those that guard (kept).
@@ -72,15 +69,3 @@ def scale_of(provider: str) -> Sequence[Sequence[float]] | None:
         scale: Sequence[Sequence[float]] = multilingual_calibration()["scale"]
         return scale
     return None
-
-
-def on_scale(settings: Settings) -> Settings:
-    """``settings`` with every threshold that finds candidates converted to its embedder's scale."""
-    scale = scale_of(settings.embeddings.provider)
-    if scale is None:
-        return settings
-    sections: dict[str, dict[str, float]] = {}
-    for section, name in FINDING:
-        sections.setdefault(section, {})[name] = convert(getattr(getattr(settings, section), name), scale)
-    update = {s: getattr(settings, s).model_copy(update=fields) for s, fields in sections.items()}
-    return settings.model_copy(update=update)
