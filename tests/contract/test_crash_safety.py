@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -135,24 +136,49 @@ def test_sigkill_in_an_undo_then_rerun_equals_an_uninterrupted_undo_and_the_stat
 
 
 def _matrix(stack_env: dict[str, str], tmp_path: Path, points: list[str], *flags: str) -> dict[str, Any]:
-    """Crash at each point, rerun, compare with an uninterrupted run; returns the uninterrupted snapshot."""
-    base = _drive(_env(stack_env, tmp_path / "base", None), tmp_path / "base.progress", "--fresh", "--snapshot", *flags)
-    assert base.returncode == 0, base.stderr[-3000:]
-    expected = _snapshot(base.stdout)
-    assert expected["drift"] == 0
-    failures = []
-    for point in points:
+    """Crash at each point, rerun, compare with an uninterrupted run; returns the uninterrupted snapshot.
+
+    On the embedded pair every run has its own data dir (its own FalkorDB and Chroma files): the
+    uninterrupted run and the points run two at a time (pytest itself waits, so two cores are two
+    drivers). The server pair shares one Neo4j and one Chroma server, which ``--fresh`` empties: one at
+    a time."""
+
+    def base() -> subprocess.CompletedProcess[str]:
+        return _drive(
+            _env(stack_env, tmp_path / "base", None), tmp_path / "base.progress", "--fresh", "--snapshot", *flags
+        )
+
+    def crash_then_rerun(
+        point: str,
+    ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str] | None]:
         d, progress = tmp_path / point.replace("@", "-"), tmp_path / f"{point}.progress"
         crashed = _drive(_env(stack_env, d, point), progress, "--fresh", *flags)
-        assert crashed.returncode == -9, (
-            f"{point}: the crash point was not reached ({crashed.returncode}) {crashed.stderr[-2000:]}"
-        )
-        rerun = _drive(_env(stack_env, d, None), progress, "--snapshot", *flags)
-        assert rerun.returncode == 0, f"{point}: rerun failed: {rerun.stderr[-3000:]}"
-        got = _snapshot(rerun.stdout)
-        if got != expected:
-            failures.append(point)
-            _explain(point, expected, got)
+        if crashed.returncode != -9:
+            return crashed, None
+        return crashed, _drive(_env(stack_env, d, None), progress, "--snapshot", *flags)
+
+    with ThreadPoolExecutor(max_workers=1 if stack_env else 2) as pool:
+        base_run = pool.submit(base)
+        if stack_env:  # the base run first: each run on the shared servers starts by emptying them
+            base_run.result()
+        runs = [(point, pool.submit(crash_then_rerun, point)) for point in points]
+        expected_run = base_run.result()
+        assert expected_run.returncode == 0, expected_run.stderr[-3000:]
+        expected = _snapshot(expected_run.stdout)
+        assert expected["drift"] == 0
+        failures = []
+        for point, run in runs:
+            crashed, rerun = run.result()
+            assert crashed.returncode == -9, (
+                f"{point}: the crash point was not reached ({crashed.returncode}) {crashed.stderr[-2000:]}"
+            )
+            assert rerun is not None and rerun.returncode == 0, (
+                f"{point}: rerun failed: {rerun and rerun.stderr[-3000:]}"
+            )
+            got = _snapshot(rerun.stdout)
+            if got != expected:
+                failures.append(point)
+                _explain(point, expected, got)
     assert failures == []
     return expected
 

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -89,8 +90,12 @@ def _assert_same(expected: str, got: str, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory, seeds: tuple[str, str]) -> dict[str, str]:
-    """The week on FalkorDB + Chroma embedded, once per seed (the server pair compares against it)."""
-    return {seed: _replay({}, tmp_path_factory.mktemp(f"embedded-seed{seed}"), seed, EMBEDDED) for seed in seeds}
+    """The week on FalkorDB + Chroma embedded, once per seed (the server pair compares against it); the
+    two replays at once, each on its own data dir."""
+    dirs = {seed: tmp_path_factory.mktemp(f"embedded-seed{seed}") for seed in seeds}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {seed: pool.submit(_replay, {}, dirs[seed], seed, EMBEDDED) for seed in seeds}
+        return {seed: run.result() for seed, run in runs.items()}
 
 
 def test_the_replay_exercises_every_store(embedded: dict[str, str], seeds: tuple[str, str]) -> None:

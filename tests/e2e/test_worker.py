@@ -81,7 +81,7 @@ def wait_for(what: str, check: Any, timeout: float = 120) -> Any:
         got = check()
         if got:
             return got
-        time.sleep(0.5)
+        time.sleep(0.2)  # each check is a status call or a log read: cheap next to what it waits for
     raise AssertionError(f"timed out waiting for {what}")
 
 

@@ -80,6 +80,30 @@ def test_the_language_of_a_message_and_what_the_rules_read() -> None:
     assert not rules_read("On ne déploie jamais le vendredi en production")
 
 
+def test_the_model_read_in_memory_is_py3langids_own() -> None:
+    """language.py decompresses the model in memory (py3langid's loader goes through a 68 MB temporary
+    file): the same model, the same guesses and the same probabilities."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier  # type: ignore[import-untyped]
+
+    from taskzilla_sleep.rules.beliefs.language import CANDIDATES, _identifier
+
+    theirs = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    theirs.set_languages(list(CANDIDATES))
+    ours = _identifier()
+    assert np.array_equal(ours.nb_ptc, theirs.nb_ptc) and np.array_equal(ours.nb_pc, theirs.nb_pc)
+    assert list(ours.nb_classes) == list(theirs.nb_classes)
+    assert ours.tk_nextmove == theirs.tk_nextmove and ours.tk_row == theirs.tk_row
+    assert ours.tk_output == theirs.tk_output
+    for text in [
+        "Wir deployen nie am Freitag in die Produktion",
+        "PRs moeten klein blijven, maximaal 200 regels",
+        "On ne déploie jamais le vendredi en production",
+        "Deploys happen on Tuesdays after the standup meeting",
+        "リリースは毎週火曜日に行います",
+    ]:
+        assert ours.classify(text) == theirs.classify(text)
+
+
 def _msg(i: int, vector: list[float], day: int = 0, entities: frozenset[str] = frozenset()) -> Message:
     e = ep(f"message {i}", ts=T0 + timedelta(days=day, minutes=i), id=f"ep-{i:03d}")
     return Message(e, np.asarray(vector, dtype=np.float64), entities)
