@@ -253,7 +253,7 @@ def _messages(gold: Gold, obs: Observed, s: WeekScore) -> None:
     for cls in CLASSES:
         s.by_class[cls] = Counter({k: 0 for k in ("messages", "skipped", "evidence", "absorbed", "retired")})
         s.by_class[cls].update({"pruned": 0, "lost": 0})
-    destroyed: Counter[str] = Counter()
+    destroyed: dict[str, list[str]] = {}
     for eid, label in gold.labels.items():
         cls = split(label)[0]
         c = s.by_class.setdefault(cls, Counter())
@@ -275,9 +275,12 @@ def _messages(gold: Gold, obs: Observed, s: WeekScore) -> None:
             c[status] += 1
         if status in ("absorbed", "retired") and cls in OTHER_CLASSES:
             s.counts["nonbelief_absorbed_or_retired"] += 1
-            destroyed[cls] += 1
-    for cls, n in sorted(destroyed.items()):
-        s.fail(cls, "*", f"{n} {cls} message(s) absorbed or retired: memory destroyed for a non-belief")
+            destroyed.setdefault(cls, []).append(eid)
+    holder = {i: p.statement for p in st.patterns for i in p.evidence}
+    for cls, ids in sorted(destroyed.items()):
+        where = "; ".join(f"{i} in {holder[i][:60]!r}" if i in holder else i for i in ids)
+        why = f"{len(ids)} {cls} message(s) absorbed or retired: memory destroyed for a non-belief ({where})"
+        s.fail(cls, "*", why)
 
 
 def _learned(st: StoreState) -> list[PatternRow]:
